@@ -1,0 +1,297 @@
+import {spawn} from 'node:child_process'
+import {openSync, closeSync} from 'node:fs'
+import {mkdir, readFile, rename, rm, writeFile} from 'node:fs/promises'
+import {request} from 'node:https'
+import {readFileSync} from 'node:fs'
+import {join} from 'node:path'
+import {UserError} from '../errors.js'
+import {findBinaries, type BinaryPaths} from './binaries.js'
+import {type CertPair, createCa, createServiceAccountKeys, ensurePrivateDir, issueCert} from './pki.js'
+import {freePort, portOr} from './ports.js'
+import {isAlive, signal, waitGone} from './process.js'
+import {hostAddresses} from './host.js'
+
+export const DefaultApiServerPort = 6443
+export const DefaultReadyTimeoutMs = 90_000
+export const DefaultStopTimeoutMs = 15_000
+export const ServiceClusterIpRange = '10.0.0.0/24'
+export const ContextName = 'vnode'
+
+/** Components in start order; stopped in reverse. */
+export const Components = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const
+export type Component = (typeof Components)[number]
+
+export interface ClusterState {
+  dir: string
+  server: string
+  kubeconfig: string
+  pids: Partial<Record<Component, number>>
+  ports: {apiserver: number; etcdClient: number; etcdPeer: number; controllerManager: number; scheduler: number}
+  startedAt: string
+}
+
+export interface ClusterOptions {
+  dir: string
+  binDir?: string
+  /** API server port: 0 picks 6443 when free, otherwise any free port. */
+  port?: number
+  /** node-monitor-grace-period of the node lifecycle controller, e.g. "40s". */
+  nodeMonitorGracePeriod?: string
+  log?: (line: string) => void
+}
+
+export interface ComponentStatus {
+  name: Component
+  pid?: number
+  running: boolean
+}
+
+const stateFile = (dir: string) => join(dir, 'state.json')
+
+export async function readState(dir: string): Promise<ClusterState | undefined> {
+  try {
+    return JSON.parse(await readFile(stateFile(dir), 'utf8')) as ClusterState
+  } catch {
+    return undefined
+  }
+}
+
+async function writeState(state: ClusterState): Promise<void> {
+  const tmp = `${stateFile(state.dir)}.tmp`
+  await writeFile(tmp, JSON.stringify(state, null, 2), {mode: 0o600})
+  await rename(tmp, stateFile(state.dir))
+}
+
+export function componentStatuses(state: ClusterState): ComponentStatus[] {
+  return Components.map((name) => {
+    const pid = state.pids[name]
+    return {name, pid, running: pid !== undefined && isAlive(pid)}
+  })
+}
+
+function b64(path: string): string {
+  return readFileSync(path).toString('base64')
+}
+
+/** A kubeconfig with everything embedded, so it can be copied elsewhere. */
+export function kubeconfigYaml(server: string, ca: string, user: CertPair, userName: string): string {
+  return [
+    'apiVersion: v1',
+    'kind: Config',
+    'clusters:',
+    `- name: ${ContextName}`,
+    '  cluster:',
+    `    server: ${server}`,
+    `    certificate-authority-data: ${b64(ca)}`,
+    'users:',
+    `- name: ${userName}`,
+    '  user:',
+    `    client-certificate-data: ${b64(user.cert)}`,
+    `    client-key-data: ${b64(user.key)}`,
+    'contexts:',
+    `- name: ${ContextName}`,
+    '  context:',
+    `    cluster: ${ContextName}`,
+    `    user: ${userName}`,
+    `current-context: ${ContextName}`,
+    '',
+  ].join('\n')
+}
+
+interface Pki {
+  ca: CertPair
+  apiserver: CertPair
+  admin: CertPair
+  kubeletClient: CertPair
+  controllerManager: CertPair
+  scheduler: CertPair
+  sa: {key: string; pub: string}
+}
+
+async function createPki(dir: string): Promise<Pki> {
+  const pki = join(dir, 'pki')
+  const ca = await createCa(pki, 'vnode-cluster-ca')
+  const sans = [
+    'localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc',
+    'kubernetes.default.svc.cluster.local', '127.0.0.1', '10.0.0.1', ...hostAddresses(),
+  ]
+  return {
+    ca,
+    apiserver: await issueCert(pki, ca, {name: 'apiserver', commonName: 'kube-apiserver', sans, usage: 'server'}),
+    admin: await issueCert(pki, ca, {name: 'admin', commonName: 'kubernetes-admin', organizations: ['system:masters'], usage: 'client'}),
+    kubeletClient: await issueCert(pki, ca, {
+      name: 'apiserver-kubelet-client', commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'], usage: 'client',
+    }),
+    controllerManager: await issueCert(pki, ca, {name: 'controller-manager', commonName: 'system:kube-controller-manager', usage: 'client'}),
+    scheduler: await issueCert(pki, ca, {name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client'}),
+    sa: await createServiceAccountKeys(pki),
+  }
+}
+
+async function spawnDaemon(bin: string, args: string[], logFile: string): Promise<number> {
+  const fd = openSync(logFile, 'a', 0o600)
+  try {
+    // A daemon, not a job: detached in its own process group, unreferenced and
+    // writing straight to its log file, so it outlives `cluster up`; `cluster
+    // down` finds it again through state.json. (execa is for processes whose
+    // result we await; this one has none.)
+    const child = spawn(bin, args, {detached: true, stdio: ['ignore', fd, fd], env: {PATH: process.env.PATH ?? ''}})
+    child.on('error', () => undefined)
+    child.unref()
+    if (child.pid === undefined) throw new UserError(`could not start ${bin}`)
+    return child.pid
+  } finally {
+    closeSync(fd)
+  }
+}
+
+async function tail(file: string, lines = 15): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '')
+  return text.trimEnd().split('\n').slice(-lines).join('\n')
+}
+
+function get(url: string, pki: Pki): Promise<{status: number; body: string}> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {ca: readFileSync(pki.ca.cert), cert: readFileSync(pki.admin.cert), key: readFileSync(pki.admin.key), timeout: 3000},
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (c) => (body += c))
+        res.on('end', () => resolve({status: res.statusCode ?? 0, body}))
+      },
+    )
+    req.on('timeout', () => req.destroy(new Error('timeout')))
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+async function waitReady(state: ClusterState, pki: Pki, timeoutMs: number, log: (l: string) => void): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  let last = ''
+  while (Date.now() < deadline) {
+    for (const c of componentStatuses(state)) {
+      if (c.pid !== undefined && !c.running) {
+        throw new UserError(`${c.name} exited during start-up; last lines of ${join(state.dir, 'logs', `${c.name}.log`)}:\n${await tail(join(state.dir, 'logs', `${c.name}.log`))}`)
+      }
+    }
+    try {
+      const res = await get(`${state.server}/readyz`, pki)
+      if (res.status === 200) return
+      last = res.body.split('\n').filter((l) => l.includes('failed')).join(', ') || `HTTP ${res.status}`
+    } catch (error) {
+      last = (error as Error).message
+    }
+    await new Promise((r) => setTimeout(r, 250))
+  }
+  log(`API server not ready: ${last}`)
+  throw new UserError(`the API server did not become ready within ${timeoutMs / 1000}s (${last}); logs are in ${join(state.dir, 'logs')}`)
+}
+
+/**
+ * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
+ * loopback and waits until the API server reports ready. Idempotent: a
+ * cluster already running in dir is reported, not started twice.
+ */
+export async function startCluster(opts: ClusterOptions): Promise<ClusterState> {
+  const log = opts.log ?? (() => undefined)
+  const existing = await readState(opts.dir)
+  if (existing && componentStatuses(existing).every((c) => c.running)) {
+    log(`control plane already running in ${opts.dir}`)
+    return existing
+  }
+  if (existing) await stopCluster(opts.dir)
+  const bins: BinaryPaths = findBinaries(opts.binDir)
+  await ensurePrivateDir(opts.dir)
+  await mkdir(join(opts.dir, 'logs'), {recursive: true, mode: 0o700})
+  log('generating certificates')
+  const pki = await createPki(opts.dir)
+  const ports = {
+    apiserver: opts.port ? opts.port : await portOr(DefaultApiServerPort),
+    etcdClient: await freePort(),
+    etcdPeer: await freePort(),
+    controllerManager: await freePort(),
+    scheduler: await freePort(),
+  }
+  const server = `https://127.0.0.1:${ports.apiserver}`
+  const kubeconfig = join(opts.dir, 'kubeconfig')
+  await writeFile(kubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.admin, 'vnode-admin'), {mode: 0o600})
+  const cmKubeconfig = join(opts.dir, 'controller-manager.kubeconfig')
+  await writeFile(cmKubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.controllerManager, 'system:kube-controller-manager'), {mode: 0o600})
+  const schedKubeconfig = join(opts.dir, 'scheduler.kubeconfig')
+  await writeFile(schedKubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.scheduler, 'system:kube-scheduler'), {mode: 0o600})
+
+  const state: ClusterState = {dir: opts.dir, server, kubeconfig, pids: {}, ports, startedAt: new Date().toISOString()}
+  const logFile = (c: Component) => join(opts.dir, 'logs', `${c}.log`)
+  const etcdClient = `http://127.0.0.1:${ports.etcdClient}`
+  const etcdPeer = `http://127.0.0.1:${ports.etcdPeer}`
+  const args: Record<Component, string[]> = {
+    etcd: [
+      '--name=vnode', `--data-dir=${join(opts.dir, 'etcd')}`,
+      `--listen-client-urls=${etcdClient}`, `--advertise-client-urls=${etcdClient}`,
+      `--listen-peer-urls=${etcdPeer}`, `--initial-advertise-peer-urls=${etcdPeer}`,
+      `--initial-cluster=vnode=${etcdPeer}`, '--log-level=warn',
+      // A local, disposable cluster: skipping fsync makes it several times faster on shared disks.
+      '--unsafe-no-fsync',
+    ],
+    'kube-apiserver': [
+      `--etcd-servers=${etcdClient}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1',
+      `--secure-port=${ports.apiserver}`, `--cert-dir=${join(opts.dir, 'pki')}`,
+      `--tls-cert-file=${pki.apiserver.cert}`, `--tls-private-key-file=${pki.apiserver.key}`,
+      `--client-ca-file=${pki.ca.cert}`,
+      `--kubelet-client-certificate=${pki.kubeletClient.cert}`, `--kubelet-client-key=${pki.kubeletClient.key}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${pki.sa.pub}`, `--service-account-signing-key-file=${pki.sa.key}`,
+      `--service-cluster-ip-range=${ServiceClusterIpRange}`, '--authorization-mode=Node,RBAC',
+      '--allow-privileged=true', '--profiling=false', '--v=0',
+    ],
+    'kube-controller-manager': [
+      `--kubeconfig=${cmKubeconfig}`, `--authentication-kubeconfig=${cmKubeconfig}`, `--authorization-kubeconfig=${cmKubeconfig}`,
+      '--bind-address=127.0.0.1', `--secure-port=${ports.controllerManager}`, '--leader-elect=false',
+      `--service-account-private-key-file=${pki.sa.key}`, `--root-ca-file=${pki.ca.cert}`,
+      `--cluster-signing-cert-file=${pki.ca.cert}`, `--cluster-signing-key-file=${pki.ca.key}`,
+      '--use-service-account-credentials=true', `--cert-dir=${join(opts.dir, 'pki', 'controller-manager')}`,
+      ...(opts.nodeMonitorGracePeriod ? [`--node-monitor-grace-period=${opts.nodeMonitorGracePeriod}`] : []),
+      '--node-monitor-period=2s', '--profiling=false',
+    ],
+    'kube-scheduler': [
+      `--kubeconfig=${schedKubeconfig}`, `--authentication-kubeconfig=${schedKubeconfig}`, `--authorization-kubeconfig=${schedKubeconfig}`,
+      '--bind-address=127.0.0.1', `--secure-port=${ports.scheduler}`, '--leader-elect=false',
+      `--cert-dir=${join(opts.dir, 'pki', 'scheduler')}`, '--profiling=false',
+    ],
+  }
+  try {
+    for (const c of Components) {
+      log(`starting ${c}`)
+      state.pids[c] = await spawnDaemon(bins[c], args[c], logFile(c))
+      await writeState(state)
+      if (c === 'kube-apiserver') {
+        await waitReady(state, pki, DefaultReadyTimeoutMs, log)
+        log('API server ready')
+      }
+    }
+  } catch (error) {
+    await stopCluster(opts.dir)
+    throw error
+  }
+  return state
+}
+
+/** Stops every component (SIGTERM, then SIGKILL after a timeout) and forgets them. */
+export async function stopCluster(dir: string, timeoutMs = DefaultStopTimeoutMs): Promise<ComponentStatus[]> {
+  const state = await readState(dir)
+  if (!state) return []
+  const statuses = componentStatuses(state)
+  for (const c of [...Components].reverse()) {
+    const pid = state.pids[c]
+    if (pid === undefined || !isAlive(pid)) continue
+    signal(pid, 'SIGTERM')
+    const left = await waitGone([pid], timeoutMs)
+    for (const p of left) signal(p, 'SIGKILL')
+    await waitGone(left, 5000)
+  }
+  await rm(stateFile(dir), {force: true})
+  return statuses
+}

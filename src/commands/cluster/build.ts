@@ -1,0 +1,20 @@
+import {Command, Flags} from '@oclif/core'
+
+export default class ClusterBuild extends Command {
+  static override summary = 'Build etcd and the Kubernetes control plane binaries from the Go module proxy into the cache'
+  static override flags = {
+    'out-dir': Flags.string({description: 'where to put the binaries (default: the build cache)'}),
+    force: Flags.boolean({description: 'rebuild binaries that are already cached'}),
+  }
+
+  async run(): Promise<void> {
+    const {flags} = await this.parse(ClusterBuild)
+    const {buildControlPlane} = await import('../../cluster/build.js')
+    const dir = await buildControlPlane({
+      outDir: flags['out-dir'],
+      force: flags.force,
+      log: (line) => process.stderr.write(`${line}\n`),
+    })
+    process.stdout.write(`${dir}\n`)
+  }
+}

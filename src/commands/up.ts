@@ -1,0 +1,91 @@
+import {Command, Flags} from '@oclif/core'
+import {UserError} from '../errors.js'
+
+function parseLabel(s: string): [string, string] {
+  const i = s.indexOf('=')
+  if (i <= 0) throw new UserError(`invalid --label "${s}": expected key=value`)
+  return [s.slice(0, i), s.slice(i + 1)]
+}
+
+/** key[=value]:Effect, as `kubectl taint` writes it. */
+export function parseTaint(s: string): {key: string; value?: string; effect: string} {
+  const m = /^([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(s)
+  if (!m) throw new UserError(`invalid --taint "${s}": expected key[=value]:NoSchedule|PreferNoSchedule|NoExecute`)
+  return {key: m[1], value: m[2], effect: m[3]}
+}
+
+export default class Up extends Command {
+  static override summary = 'Register a node with the current cluster and run its pods as local processes'
+  static override examples = [
+    'kubectl vnode up',
+    'kubectl vnode up --name dev-laptop --label team=web --no-tui',
+    'kubectl vnode up --context kind-kind --cpu 4 --memory 8Gi --rm',
+  ]
+
+  static override flags = {
+    name: Flags.string({description: 'node name (default: vnode-<hostname>)'}),
+    kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)'}),
+    context: Flags.string({description: 'kubeconfig context to use'}),
+    cpu: Flags.string({description: 'CPU capacity to report (default: host cores)'}),
+    memory: Flags.string({description: 'memory capacity to report, e.g. 8Gi (default: host memory)'}),
+    pods: Flags.integer({description: 'maximum pods on this node', default: 110, min: 1}),
+    label: Flags.string({description: 'extra node label key=value (repeatable)', multiple: true}),
+    taint: Flags.string({description: 'extra node taint key[=value]:Effect (repeatable)', multiple: true}),
+    'no-default-taint': Flags.boolean({description: 'do not add the virtual-kubelet.io/provider=vnode:NoSchedule taint'}),
+    'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
+    port: Flags.integer({description: 'kubelet API port (default: 10250, or a free one when taken)', min: 1, max: 65535}),
+    'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
+    'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
+    rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
+    'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
+    output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
+  }
+
+  async run(): Promise<void> {
+    const {flags} = await this.parse(Up)
+    const {hostname} = await import('node:os')
+    const {Emulator} = await import('../emulator/emulator.js')
+    const {attachPlainRenderer} = await import('../ui/plain.js')
+    const emulator = new Emulator({
+      name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
+      kubeconfig: flags.kubeconfig,
+      context: flags.context,
+      cpu: flags.cpu,
+      memory: flags.memory,
+      pods: flags.pods,
+      labels: Object.fromEntries((flags.label ?? []).map(parseLabel)),
+      taints: (flags.taint ?? []).map(parseTaint),
+      defaultTaint: !flags['no-default-taint'],
+      nodeIP: flags['node-ip'],
+      port: flags.port,
+      stateDir: flags['state-dir'],
+      reregister: !flags['no-reregister'],
+    })
+    const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
+    let stopping: Promise<void> | undefined
+    let stopped!: () => void
+    const stopRequested = new Promise<void>((resolve) => (stopped = resolve))
+    const stop = () => {
+      if (stopping) {
+        process.stderr.write('error: interrupted again, exiting without finishing the shutdown\n')
+        process.exit(1)
+      }
+      stopping = emulator.stop({rm: flags.rm})
+      stopped()
+    }
+    process.on('SIGINT', stop)
+    process.on('SIGTERM', stop)
+    try {
+      await emulator.start()
+      await stopRequested
+      await stopping
+    } catch (error) {
+      await emulator.stop({rm: flags.rm}).catch(() => undefined)
+      throw error
+    } finally {
+      detach()
+      process.off('SIGINT', stop)
+      process.off('SIGTERM', stop)
+    }
+  }
+}

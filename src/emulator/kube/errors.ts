@@ -1,0 +1,30 @@
+/** Classifies API errors by their HTTP status, never by message text. */
+
+export function statusCode(error: unknown): number | undefined {
+  const e = error as {code?: unknown; statusCode?: unknown}
+  if (typeof e?.code === 'number') return e.code
+  if (typeof e?.statusCode === 'number') return e.statusCode
+  return undefined
+}
+
+export const isNotFound = (e: unknown) => statusCode(e) === 404
+export const isConflict = (e: unknown) => statusCode(e) === 409
+export const isAlreadyExists = (e: unknown) => statusCode(e) === 409
+export const isGone = (e: unknown) => statusCode(e) === 410
+
+/** A short, human description of an API error: `NotFound: pods "x" not found`. */
+export function describeApiError(error: unknown): string {
+  const e = error as {body?: unknown; message?: string}
+  let body = e?.body
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body)
+    } catch {
+      /* keep the text */
+    }
+  }
+  const status = body as {reason?: string; message?: string} | undefined
+  if (status && typeof status === 'object' && status.message) return status.reason ? `${status.reason}: ${status.message}` : status.message
+  const code = statusCode(error)
+  return code ? `HTTP ${code}: ${e?.message ?? ''}`.trim() : (e?.message ?? String(error))
+}

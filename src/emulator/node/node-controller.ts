@@ -1,0 +1,289 @@
+import {
+  type CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Node,
+  type V1NodeCondition,
+  type V1NodeStatus,
+  type V1ObjectReference,
+} from '@kubernetes/client-node'
+import jsonpatch from 'fast-json-patch'
+import {EventEmitter} from 'node:events'
+import {Backoff, sleep} from '../kube/backoff.js'
+import {describeApiError, isAlreadyExists, isNotFound} from '../kube/errors.js'
+import type {EventRecorder} from '../kube/events.js'
+import {type HostIdentity, type HostReading, hostIdentity, readHost} from './host.js'
+import {
+  buildStatus,
+  comparable,
+  type ConditionType,
+  ConditionTexts,
+  type ConditionValues,
+  CordonedByAnnotation,
+  lastAppliedStatus,
+  type NodeSpecConfig,
+  pressureFrom,
+  threeWayStatusPatch,
+} from './node-status.js'
+
+/** How often host readings are taken and compared with the last status written. */
+export const DefaultStatusCheckIntervalMs = 10_000
+/** A status that did not change is still written this often (nodeStatusReportFrequency). */
+export const DefaultStatusReportIntervalMs = 5 * 60_000
+export const DefaultRegisterRetryInitialMs = 100
+export const DefaultRegisterRetryMaxMs = 7_000
+
+export interface NodeControllerOptions {
+  stateDir: string
+  statusCheckIntervalMs?: number
+  statusReportIntervalMs?: number
+  /** Re-create the Node when it is deleted out of band. */
+  reregister?: boolean
+  readHost?: (stateDir: string) => HostReading
+}
+
+export interface NodeSnapshot {
+  name: string
+  uid?: string
+  conditions: V1NodeCondition[]
+  capacity: Record<string, string>
+  allocatable: Record<string, string>
+  lastStatusWrite?: Date
+  error?: string
+}
+
+const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
+const MergeOptions = setHeaderOptions('Content-Type', PatchStrategy.MergePatch)
+
+/**
+ * Owns the Node object: registration (create or adopt), status (three-way
+ * strategic merge, written only on change or every 5 minutes), and what it
+ * looks like after vnode stops. Emits 'change' with a NodeSnapshot.
+ */
+export class NodeController extends EventEmitter {
+  private node: V1Node | undefined
+  private lastReported: V1NodeStatus | undefined
+  private lastReportAt = 0
+  private conditions: V1NodeCondition[] | undefined
+  private wake: (() => void) | undefined
+  private dirty = false
+  private shuttingDown = false
+  private readonly identity: HostIdentity
+  private readonly checkIntervalMs: number
+  private readonly reportIntervalMs: number
+  private readonly read: (stateDir: string) => HostReading
+  private lastError: string | undefined
+
+  constructor(
+    private readonly core: CoreV1Api,
+    readonly config: NodeSpecConfig,
+    private readonly recorder: EventRecorder,
+    private readonly opts: NodeControllerOptions,
+  ) {
+    super()
+    this.identity = hostIdentity()
+    this.checkIntervalMs = opts.statusCheckIntervalMs ?? DefaultStatusCheckIntervalMs
+    this.reportIntervalMs = opts.statusReportIntervalMs ?? DefaultStatusReportIntervalMs
+    this.read = opts.readHost ?? readHost
+  }
+
+  get name(): string {
+    return this.config.name
+  }
+
+  get uid(): string | undefined {
+    return this.node?.metadata?.uid
+  }
+
+  /** The kubelet refers to its node in events with the node name as UID. */
+  get ref(): V1ObjectReference {
+    return {kind: 'Node', apiVersion: 'v1', name: this.name, uid: this.name}
+  }
+
+  snapshot(): NodeSnapshot {
+    return {
+      name: this.name,
+      uid: this.uid,
+      conditions: this.conditions ?? [],
+      capacity: (this.lastReported?.capacity ?? {}) as Record<string, string>,
+      allocatable: (this.lastReported?.allocatable ?? {}) as Record<string, string>,
+      lastStatusWrite: this.lastReportAt ? new Date(this.lastReportAt) : undefined,
+      error: this.lastError,
+    }
+  }
+
+  private initialNode(): V1Node {
+    return {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name: this.name,
+        labels: this.config.labels,
+        annotations: {'volumes.kubernetes.io/controller-managed-attach-detach': 'true'},
+      },
+      spec: {providerID: `vnode://${this.name}`, taints: this.config.taints},
+    }
+  }
+
+  /** Brings an existing Node in line with our labels, taints and providerID, keeping what others added. */
+  private async adopt(existing: V1Node): Promise<V1Node> {
+    const taints = [...(existing.spec?.taints ?? [])]
+    for (const t of this.config.taints) {
+      if (!taints.some((x) => x.key === t.key && x.effect === t.effect)) taints.push(t)
+    }
+    const cordonedByUs = existing.metadata?.annotations?.[CordonedByAnnotation] === 'true'
+    const patch: Record<string, unknown> = {
+      metadata: {
+        labels: this.config.labels,
+        annotations: cordonedByUs ? {[CordonedByAnnotation]: null} : {},
+      },
+      spec: {
+        taints,
+        ...(existing.spec?.providerID ? {} : {providerID: `vnode://${this.name}`}),
+        ...(cordonedByUs ? {unschedulable: false} : {}),
+      },
+    }
+    return this.core.patchNode({name: this.name, body: patch}, MergeOptions)
+  }
+
+  /** Create the Node or adopt the existing one; retries with backoff until done or aborted. */
+  async register(signal?: AbortSignal): Promise<V1Node> {
+    const backoff = new Backoff(DefaultRegisterRetryInitialMs, DefaultRegisterRetryMaxMs)
+    for (;;) {
+      try {
+        try {
+          this.node = await this.core.createNode({body: this.initialNode()})
+        } catch (error) {
+          if (!isAlreadyExists(error)) throw error
+          this.node = await this.adopt(await this.core.readNode({name: this.name}))
+        }
+        this.lastReported = lastAppliedStatus(this.node)
+        this.lastReportAt = 0
+        this.lastError = undefined
+        return this.node
+      } catch (error) {
+        this.lastError = `registering node: ${describeApiError(error)}`
+        this.emit('change', this.snapshot())
+        if (signal?.aborted) throw error
+        await sleep(backoff.next(), signal)
+      }
+    }
+  }
+
+  /** Non-blocking: ask the status loop to look again now. */
+  notify(): void {
+    this.dirty = true
+    this.wake?.()
+  }
+
+  private values(reading: HostReading): ConditionValues {
+    return {
+      ...pressureFrom(reading),
+      Ready: !this.shuttingDown,
+      notReadyMessage: this.shuttingDown ? 'vnode is shutting down' : undefined,
+    }
+  }
+
+  private emitTransitions(before: V1NodeCondition[] | undefined, after: V1NodeCondition[]): void {
+    for (const c of after) {
+      const prev = before?.find((p) => p.type === c.type)
+      if (prev?.status === c.status) continue
+      const text = ConditionTexts[c.type as ConditionType][c.status as 'True' | 'False']
+      void this.recorder.record(this.ref, 'Normal', text.event, `Node ${this.name} status is now: ${text.event}`)
+    }
+  }
+
+  /**
+   * Take a reading; write status when it changed (heartbeat times aside), when
+   * the report interval has passed, or when forced.
+   */
+  async syncStatus(force = false): Promise<boolean> {
+    const reading = this.read(this.opts.stateDir)
+    const previous = this.conditions ?? this.node?.status?.conditions
+    const desired = buildStatus(reading, this.identity, this.config, this.values(reading), previous, new Date())
+    const changed = !this.lastReported || jsonpatch.compare(comparable(this.lastReported), comparable(desired)).length > 0
+    if (!force && !changed && Date.now() - this.lastReportAt < this.reportIntervalMs) return false
+    const body = threeWayStatusPatch(this.lastReported, desired)
+    try {
+      this.node = await this.core.patchNodeStatus({name: this.name, body}, SmpOptions)
+    } catch (error) {
+      if (!isNotFound(error) || this.opts.reregister === false || this.shuttingDown) throw error
+      this.emit('reregister')
+      await this.register()
+      this.node = await this.core.patchNodeStatus({name: this.name, body: threeWayStatusPatch(undefined, desired)}, SmpOptions)
+    }
+    this.emitTransitions(this.lastReportAt ? this.conditions : undefined, desired.conditions ?? [])
+    this.conditions = desired.conditions
+    this.lastReported = desired
+    this.lastReportAt = Date.now()
+    this.lastError = undefined
+    this.emit('change', this.snapshot())
+    return true
+  }
+
+  /** Called when the lease found the Node gone: re-create it if allowed. */
+  async ensureRegistered(): Promise<V1Node | undefined> {
+    if (this.opts.reregister === false || this.shuttingDown) return undefined
+    try {
+      this.node = await this.core.readNode({name: this.name})
+      return this.node
+    } catch (error) {
+      if (!isNotFound(error)) return undefined
+    }
+    this.emit('reregister')
+    await this.register()
+    await this.syncStatus(true).catch(() => undefined)
+    return this.node
+  }
+
+  /** The status loop, until signal aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const backoff = new Backoff(200, this.checkIntervalMs)
+    while (!signal.aborted) {
+      this.dirty = false
+      let delay = this.checkIntervalMs
+      try {
+        await this.syncStatus()
+        backoff.reset()
+      } catch (error) {
+        this.lastError = `node status: ${describeApiError(error)}`
+        this.emit('change', this.snapshot())
+        delay = backoff.next()
+      }
+      if (this.dirty) continue
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, delay)
+        const onAbort = () => done()
+        signal.addEventListener('abort', onAbort, {once: true})
+        this.wake = done
+        function done() {
+          clearTimeout(t)
+          signal.removeEventListener('abort', onAbort)
+          resolve()
+        }
+      })
+      this.wake = undefined
+    }
+  }
+
+  /** Ready=False with a clear message, then cordon (remembering that we did). */
+  async markStopped(): Promise<void> {
+    this.shuttingDown = true
+    await this.syncStatus(true)
+    if (this.node?.spec?.unschedulable) return
+    await this.core.patchNode(
+      {name: this.name, body: {metadata: {annotations: {[CordonedByAnnotation]: 'true'}}, spec: {unschedulable: true}}},
+      MergeOptions,
+    )
+  }
+
+  async deleteNode(): Promise<void> {
+    this.shuttingDown = true
+    try {
+      await this.core.deleteNode({name: this.name})
+    } catch (error) {
+      if (!isNotFound(error)) throw error
+    }
+  }
+}
+

@@ -1,0 +1,24 @@
+import {Errors, flush, run} from '@oclif/core'
+import {UserError} from './errors.js'
+
+/** The one place a failure is turned into `error: ...` on stderr and an exit code. */
+export function reportError(error: unknown): number {
+  if (error instanceof Errors.ExitError) return error.oclif.exit ?? 1
+  const err = error as Error & {oclif?: {exit?: number}; code?: string}
+  if (err?.code === 'EEXIT') return err.oclif?.exit ?? 0
+  let message = err instanceof Error ? err.message : String(error)
+  // oclif appends help hints to parse errors; keep the first, specific line.
+  if (!(err instanceof UserError)) message = message.split('\n')[0].replace(/^Error:\s*/, '')
+  process.stderr.write(`error: ${message}\n`)
+  if (process.env.VNODE_DEBUG && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`)
+  return 1
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await run(argv, import.meta.url)
+    await flush()
+  } catch (error) {
+    process.exitCode = reportError(error)
+  }
+}

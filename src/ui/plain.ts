@@ -1,0 +1,34 @@
+import type {Emulator} from '../emulator/emulator.js'
+
+export type OutputFormat = 'plain' | 'json'
+
+/**
+ * The non-TTY renderer: one line per change, like `kubectl get -w`, or one
+ * JSON object per line with -o json. Returns a function that detaches it.
+ */
+export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, out: NodeJS.WritableStream = process.stdout): () => void {
+  const write = (kind: string, text: string, extra: Record<string, unknown> = {}) => {
+    const time = new Date()
+    if (format === 'json') out.write(`${JSON.stringify({time: time.toISOString(), kind, message: text, ...extra})}\n`)
+    else out.write(`${time.toISOString().slice(11, 19)} ${kind.padEnd(8)} ${text}\n`)
+  }
+  let lastConditions = ''
+  const handlers = {
+    step: (step: string, detail: string) => write('step', detail, {step}),
+    node: (s: {conditions: {type?: string; status?: string}[]}) => {
+      const summary = s.conditions.map((c) => `${c.type}=${c.status}`).join(' ')
+      if (summary && summary !== lastConditions) {
+        lastConditions = summary
+        write('node', summary, {conditions: s.conditions})
+      }
+    },
+    event: (e: {type: string; reason: string; message: string; object: {kind?: string; name?: string}}) =>
+      write('event', `${e.type} ${e.reason} ${e.object.kind}/${e.object.name}: ${e.message}`, {type: e.type, reason: e.reason}),
+    error: (m: string) => write('error', m),
+    stopping: (d: string) => write('stopping', d),
+  }
+  for (const [name, fn] of Object.entries(handlers)) emulator.on(name as never, fn as never)
+  return () => {
+    for (const [name, fn] of Object.entries(handlers)) emulator.off(name as never, fn as never)
+  }
+}
