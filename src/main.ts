@@ -7,8 +7,17 @@ export function reportError(error: unknown): number {
   const err = error as Error & {oclif?: {exit?: number}; code?: string}
   if (err?.code === 'EEXIT') return err.oclif?.exit ?? 0
   let message = err instanceof Error ? err.message : String(error)
-  // oclif appends help hints to parse errors; keep the first, specific line.
-  if (!(err instanceof UserError)) message = message.split('\n')[0].replace(/^Error:\s*/, '')
+  // oclif spreads parse errors over several lines and appends a help hint: keep one specific line.
+  if (!(err instanceof UserError)) {
+    message = message
+      .split('\n')
+      .filter((l) => !/See more help with/.test(l))
+      .map((l) => l.trim())
+      .filter(Boolean)
+      .join(': ')
+      .replace(/^Error:\s*/, '')
+      .replace(/:\s*:/g, ':')
+  }
   process.stderr.write(`error: ${message}\n`)
   if (process.env.VNODE_DEBUG && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`)
   return 1

@@ -33,7 +33,7 @@ export interface ClusterState {
 export interface ClusterOptions {
   dir: string
   binDir?: string
-  /** API server port: 0 picks 6443 when free, otherwise any free port. */
+  /** API server port: 0 for any free port; unset picks 6443 when free, otherwise any free port. */
   port?: number
   /** node-monitor-grace-period of the node lifecycle controller, e.g. "40s". */
   nodeMonitorGracePeriod?: string
@@ -209,7 +209,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   log('generating certificates')
   const pki = await createPki(opts.dir)
   const ports = {
-    apiserver: opts.port ? opts.port : await portOr(DefaultApiServerPort),
+    apiserver: opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await freePort() : opts.port,
     etcdClient: await freePort(),
     etcdPeer: await freePort(),
     controllerManager: await freePort(),

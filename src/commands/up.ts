@@ -33,7 +33,7 @@ export default class Up extends Command {
     taint: Flags.string({description: 'extra node taint key[=value]:Effect (repeatable)', multiple: true}),
     'no-default-taint': Flags.boolean({description: 'do not add the virtual-kubelet.io/provider=vnode:NoSchedule taint'}),
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
-    port: Flags.integer({description: 'kubelet API port (default: 10250, or a free one when taken)', min: 1, max: 65535}),
+    port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),

@@ -3,7 +3,7 @@ import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
 import {homedir} from 'node:os'
 import {join} from 'node:path'
-import {portOr} from '../cluster/ports.js'
+import {freePort, portOr} from '../cluster/ports.js'
 import {UserError} from '../errors.js'
 import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
@@ -103,7 +103,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     return {
       name: o.name,
       nodeIP: await chooseNodeIP(this.clients.server, o.nodeIP),
-      port: await portOr(o.port ?? DefaultKubeletPort, '0.0.0.0'),
+      port: o.port === 0 ? await freePort('0.0.0.0') : await portOr(o.port ?? DefaultKubeletPort, '0.0.0.0'),
       labels: {
         type: 'virtual-kubelet',
         'kubernetes.io/role': 'agent',

@@ -9,7 +9,7 @@ export default class ClusterUp extends Command {
   static override flags = {
     dir: Flags.string({description: 'directory for certificates, kubeconfig, data and logs', default: defaultClusterDir()}),
     'bin-dir': Flags.string({description: 'directory holding etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl'}),
-    port: Flags.integer({description: 'API server port (default: 6443 when free, otherwise any free port)', min: 1, max: 65535}),
+    port: Flags.integer({description: 'API server port; 0 for any free port (default: 6443 when free, otherwise any free port)', min: 0, max: 65535}),
     'node-monitor-grace-period': Flags.string({description: 'how long the node lifecycle controller waits for a silent node, e.g. 40s'}),
   }
 

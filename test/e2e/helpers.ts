@@ -1,0 +1,179 @@
+import {describe} from '@jest/globals'
+import type * as k8s from '@kubernetes/client-node'
+import {execa, type ResultPromise} from 'execa'
+import {randomBytes} from 'node:crypto'
+import {mkdirSync} from 'node:fs'
+import {join} from 'node:path'
+import {cliPath, E2eEnv} from './env.mjs'
+
+/** `describe`, or `describe.skip` with the reason printed when the control plane is unavailable. */
+export const describeE2e = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
+
+export function kubeconfigPath(): string {
+  const path = process.env[E2eEnv.kubeconfig]
+  if (!path) throw new Error('e2e global setup did not run')
+  return path
+}
+
+export function runDir(): string {
+  return process.env[E2eEnv.dir]!
+}
+
+/** A DNS-1123 name unique to this run. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(3).toString('hex')}`
+}
+
+export function testEnv(): NodeJS.ProcessEnv {
+  return {...process.env, KUBECONFIG: kubeconfigPath(), PATH: `${join(cliPath(), '..')}:${process.env[E2eEnv.binDir]}:${process.env.PATH}`}
+}
+
+export interface RunResult {
+  stdout: string
+  stderr: string
+  exitCode: number
+}
+
+/** The real kubectl, built with the control plane. */
+export async function kubectl(args: string[], input?: string): Promise<RunResult> {
+  const r = await execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), args, {env: testEnv(), reject: false, input, timeout: 60_000})
+  return {stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode ?? -1}
+}
+
+/** bin/kubectl-vnode run as a separate process. */
+export async function vnode(args: string[], opts: {timeout?: number} = {}): Promise<RunResult> {
+  const r = await execa(cliPath(), args, {env: testEnv(), reject: false, timeout: opts.timeout ?? 60_000})
+  return {stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode ?? -1}
+}
+
+export async function waitFor<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, what: string | (() => string), timeoutMs = 30_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  let lastError: unknown
+  for (;;) {
+    try {
+      const v = await fn()
+      if (v !== undefined && v !== false) return v as T
+    } catch (error) {
+      lastError = error
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}${lastError ? `: ${(lastError as Error).message}` : ''}`)
+    await new Promise((r) => setTimeout(r, intervalMs))
+  }
+}
+
+export interface VnodeLine {
+  time: string
+  kind: string
+  message: string
+  [k: string]: unknown
+}
+
+/** A running `kubectl vnode up --no-tui -o json` process. */
+export class VnodeProcess {
+  readonly lines: VnodeLine[] = []
+  stderr = ''
+  readonly exited: Promise<number>
+
+  constructor(
+    readonly name: string,
+    readonly stateDir: string,
+    readonly child: ResultPromise,
+  ) {
+    let buf = ''
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString()
+      let i
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, i)
+        buf = buf.slice(i + 1)
+        try {
+          this.lines.push(JSON.parse(line) as VnodeLine)
+        } catch {
+          this.lines.push({time: '', kind: 'raw', message: line})
+        }
+      }
+    })
+    child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()))
+    this.exited = child.then(
+      (r) => r.exitCode ?? -1,
+      (e: {exitCode?: number}) => e.exitCode ?? -1,
+    )
+  }
+
+  get pid(): number {
+    return this.child.pid!
+  }
+
+  waitForLine(pred: (l: VnodeLine) => boolean, what: string, timeoutMs = 30_000): Promise<VnodeLine> {
+    return waitFor(() => this.lines.find(pred), () => `${what} (vnode ${this.name} said: ${this.lines.map((l) => l.message).slice(-5).join(' | ')} ${this.stderr.slice(-500)})`, timeoutMs, 50)
+  }
+
+  async ready(timeoutMs = 30_000): Promise<void> {
+    await this.waitForLine((l) => l.kind === 'step' && l.step === 'ready', 'node ready', timeoutMs)
+  }
+
+  /** SIGTERM (or another signal) and wait for the exit code. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 60_000): Promise<number> {
+    if (this.child.exitCode === null) this.child.kill(signal)
+    const timer = new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`vnode ${this.name} did not exit within ${timeoutMs} ms`)), timeoutMs).unref())
+    return Promise.race([this.exited, timer])
+  }
+}
+
+const running = new Set<VnodeProcess>()
+
+/** Starts `kubectl vnode up` for a node of this test file; stopAllVnodes() cleans up. */
+export function startVnode(name: string, args: string[] = []): VnodeProcess {
+  const stateDir = join(runDir(), 'nodes', name)
+  mkdirSync(stateDir, {recursive: true})
+  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...args], {
+    env: testEnv(),
+    reject: false,
+    buffer: false,
+  })
+  const p = new VnodeProcess(name, stateDir, child)
+  running.add(p)
+  void p.exited.then(() => running.delete(p))
+  return p
+}
+
+export async function stopAllVnodes(): Promise<void> {
+  await Promise.all(
+    [...running].map(async (p) => {
+      await p.stop('SIGTERM', 40_000).catch(() => p.stop('SIGKILL'))
+    }),
+  )
+}
+
+export interface Clients {
+  core: k8s.CoreV1Api
+  coordination: k8s.CoordinationV1Api
+  apps: k8s.AppsV1Api
+  kc: k8s.KubeConfig
+  lib: typeof k8s
+}
+
+export async function clients(): Promise<Clients> {
+  const lib = await import('@kubernetes/client-node')
+  const kc = new lib.KubeConfig()
+  kc.loadFromFile(kubeconfigPath())
+  return {core: kc.makeApiClient(lib.CoreV1Api), coordination: kc.makeApiClient(lib.CoordinationV1Api), apps: kc.makeApiClient(lib.AppsV1Api), kc, lib}
+}
+
+/** PIDs of live (non-zombie) processes whose command line contains text. */
+export async function processesMatching(text: string): Promise<number[]> {
+  const {readdirSync, readFileSync} = await import('node:fs')
+  const out: number[] = []
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d) || Number(d) === process.pid) continue
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
+      if (stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z') continue
+      const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ')
+      if (cmd.includes(text)) out.push(Number(d))
+    } catch {
+      /* gone */
+    }
+  }
+  return out
+}
