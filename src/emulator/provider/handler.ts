@@ -1,0 +1,43 @@
+import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+
+/**
+ * What the pod core asks of whatever runs pods. Every pod handed over is a
+ * deep copy: a provider may keep and mutate it; the watch cache never sees it.
+ * Errors are ClassifiedErrors (errdefs.ts).
+ *
+ * Status flows back only through the notifyPods callback (no polling). A
+ * provider reports what it knows about containers (containerStatuses,
+ * initContainerStatuses; phase/reason/message only for pod-level outcomes
+ * such as DeadlineExceeded); the status manager turns that into the pod
+ * status the kubelet would write (phase, conditions, IPs, startTime).
+ */
+export interface PodLifecycleHandler {
+  /** Start running the pod. Returns once started (not once ready). */
+  createPod(pod: V1Pod): Promise<void>
+  /** The pod's spec, labels or annotations changed (the kubelet's update rule). */
+  updatePod(pod: V1Pod): Promise<void>
+  /**
+   * Terminate the pod's containers within gracePeriodSeconds (preStop, SIGTERM,
+   * SIGKILL at the deadline). May be called again with a shorter grace while a
+   * termination runs: the deadline moves closer, never further. Resolves when
+   * no process of the pod is left; a notifyPods with every container
+   * terminated follows. A pod the provider does not know throws NotFound.
+   */
+  deletePod(pod: V1Pod, gracePeriodSeconds: number): Promise<void>
+  /** Forget a terminated pod entirely (sandbox, records); the pod is gone from the API. */
+  cleanupPod?(pod: V1Pod): Promise<void>
+  getPod(namespace: string, name: string): Promise<V1Pod | undefined>
+  getPodStatus(namespace: string, name: string): Promise<V1PodStatus | undefined>
+  getPods(): Promise<V1Pod[]>
+  /** Registers the one status callback; must not block. The callback must not block either. */
+  notifyPods(callback: (pod: V1Pod) => void): void
+  /** Stop everything (node shutdown has already terminated the pods); release resources. */
+  close?(): Promise<void>
+}
+
+/** What a provider is given about its node when the emulator constructs it. */
+export interface ProviderContext {
+  nodeName: string
+  nodeIP: string
+  stateDir: string
+}
