@@ -1,4 +1,5 @@
-import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {EventRecorder} from '../kube/events.js'
 
 /**
  * What the pod core asks of whatever runs pods. Every pod handed over is a
@@ -40,4 +41,11 @@ export interface ProviderContext {
   nodeName: string
   nodeIP: string
   stateDir: string
+  /** For reading ConfigMaps, Secrets and Services a pod refers to. */
+  core: CoreV1Api
+  /** Events about pods (Pulled-like Started/Killing/BackOff, Warnings). */
+  recorder: EventRecorder
 }
+
+/** Builds the provider once the node is registered. */
+export type ProviderFactory = (ctx: ProviderContext) => PodLifecycleHandler | Promise<PodLifecycleHandler>
