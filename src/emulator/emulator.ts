@@ -1,4 +1,4 @@
-import type {V1Taint} from '@kubernetes/client-node'
+import type {V1Node, V1Taint} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
 import {homedir} from 'node:os'
@@ -12,6 +12,7 @@ import {chooseNodeIP} from './node/addresses.js'
 import {goArch} from './node/host.js'
 import {LeaseController} from './node/lease-controller.js'
 import {NodeController, type NodeSnapshot} from './node/node-controller.js'
+import {NodeWatcher} from './node/node-watcher.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
@@ -43,6 +44,16 @@ export interface EmulatorEvents {
   event: [event: RecordedEvent]
   error: [message: string]
   stopping: [detail: string]
+  stopped: [summary: EmulatorSummary]
+}
+
+/** What a run cost, reported when it stops (idle request rate is a goal: at most 7 per minute). */
+export interface EmulatorSummary {
+  uptimeSeconds: number
+  requests: number
+  requestsSinceReady: number
+  secondsSinceReady: number
+  byMethod: Record<string, number>
 }
 
 export function defaultStateDir(name: string): string {
@@ -70,6 +81,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private loops: Promise<void>[] = []
   readonly startedAt = new Date()
   lastLeaseRenewal: Date | undefined
+  private readyAt: {time: number; requests: number} | undefined
   serverVersion = ''
   stateDir: string
 
@@ -85,6 +97,17 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
 
   get requestCount(): number {
     return this.clients?.counter.total ?? 0
+  }
+
+  summary(): EmulatorSummary {
+    const now = Date.now()
+    return {
+      uptimeSeconds: (now - this.startedAt.getTime()) / 1000,
+      requests: this.requestCount,
+      requestsSinceReady: this.readyAt ? this.requestCount - this.readyAt.requests : 0,
+      secondsSinceReady: this.readyAt ? (now - this.readyAt.time) / 1000 : 0,
+      byMethod: Object.fromEntries(this.clients?.counter.byMethod ?? []),
+    }
   }
 
   node(): NodeSnapshot | undefined {
@@ -156,9 +179,28 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
         return n ? {name: this.opts.name, uid: n.metadata!.uid!} : undefined
       },
     })
-    // The first status write makes the node Ready; do it before the loops so `up` reports Ready at once.
+    this.nodeController.on('registered', (n: V1Node) => {
+      this.lease.setOwner({name: this.opts.name, uid: n.metadata!.uid!})
+      this.emit('step', 'register', `node ${this.opts.name} re-registered`)
+    })
+    // The first lease and status write make the node Ready; do them before the
+    // loops so `up` reports Ready at once and the start-up events are written
+    // before the idle cost is counted.
+    const renewedAt = await this.lease.renewOnce().catch(() => undefined)
+    if (renewedAt) {
+      this.lastLeaseRenewal = renewedAt
+      this.emit('lease', renewedAt)
+    }
     await this.nodeController.syncStatus(true)
-    this.loops.push(this.lease.run(this.abort.signal), this.nodeController.run(this.abort.signal))
+    await this.recorder.flush()
+    const watcher = new NodeWatcher(this.clients.kc, this.opts.name, this.clients.counter, {
+      modified: (n) => this.nodeController.observe(n),
+      deleted: () => void this.nodeController.ensureRegistered(),
+    })
+    this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
+    // The node watch's first request belongs to start-up, not to the idle cost.
+    await new Promise((r) => setImmediate(r))
+    this.readyAt = {time: Date.now(), requests: this.requestCount}
     this.emit('step', 'ready', `node ${this.opts.name} is Ready`)
   }
 
@@ -181,6 +223,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.abort.abort()
     await Promise.allSettled(this.loops)
     this.loops = []
+    if (this.readyAt) this.emit('stopped', this.summary())
     if (!this.nodeController) return
     try {
       if (opts.rm) {
@@ -191,6 +234,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
         this.emit('stopping', 'marking node NotReady and cordoning it')
         await this.nodeController.markStopped()
       }
+      await this.recorder.flush()
     } catch (error) {
       this.emit('error', `stopping: ${describeApiError(error)}`)
     }

@@ -40,6 +40,16 @@ export async function loadKubeConfig(opts: KubeOptions): Promise<k8s.KubeConfig>
       if (!existsSync(opts.kubeconfig)) throw new UserError(`kubeconfig ${opts.kubeconfig} does not exist`)
       kc.loadFromFile(opts.kubeconfig)
     } else {
+      const {homedir} = await import('node:os')
+      const {join} = await import('node:path')
+      const files = (process.env.KUBECONFIG ?? '').split(':').filter(Boolean)
+      const candidates = files.length > 0 ? files : [join(homedir(), '.kube', 'config')]
+      if (!candidates.some((f) => existsSync(f)) && !process.env.KUBERNETES_SERVICE_HOST) {
+        throw new UserError(
+          `no kubeconfig found (${files.length > 0 ? `KUBECONFIG=${process.env.KUBECONFIG}` : '~/.kube/config'}): ` +
+            'pass --kubeconfig, set KUBECONFIG, or start a local control plane with `kubectl vnode cluster up`',
+        )
+      }
       kc.loadFromDefault()
     }
   } catch (error) {

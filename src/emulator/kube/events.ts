@@ -24,6 +24,7 @@ export const DefaultEventCacheSize = 1024
 export class EventRecorder {
   private readonly seen = new Map<string, {name: string; namespace: string; count: number}>()
   private readonly listeners = new Set<(e: RecordedEvent) => void>()
+  private readonly inFlight = new Set<Promise<void>>()
 
   constructor(
     private readonly core: CoreV1Api,
@@ -39,7 +40,15 @@ export class EventRecorder {
 
   /** Fire and forget; the returned promise is for tests and shutdown. */
   record(object: V1ObjectReference, type: EventType, reason: string, message: string): Promise<void> {
-    return this.write(object, type, reason, message).catch(() => undefined)
+    const p = this.write(object, type, reason, message).catch(() => undefined)
+    this.inFlight.add(p)
+    void p.finally(() => this.inFlight.delete(p))
+    return p
+  }
+
+  /** Waits for the events recorded so far to be written (or to fail). */
+  async flush(): Promise<void> {
+    await Promise.all([...this.inFlight])
   }
 
   private async write(object: V1ObjectReference, type: EventType, reason: string, message: string): Promise<void> {

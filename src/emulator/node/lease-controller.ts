@@ -90,8 +90,13 @@ export class LeaseController {
     return now
   }
 
-  /** Renews every renewIntervalMs until signal aborts; failures retry with backoff 200 ms to 7 s. */
-  async run(signal: AbortSignal): Promise<void> {
+  /**
+   * Renews every renewIntervalMs until signal aborts; failures retry with
+   * backoff 200 ms to 7 s. With renewedAt (a renewal just made), the first
+   * renewal waits one interval.
+   */
+  async run(signal: AbortSignal, renewedAt?: Date): Promise<void> {
+    if (renewedAt) await sleep(this.renewIntervalMs, signal)
     while (!signal.aborted) {
       try {
         const at = await this.renewOnce()

@@ -67,6 +67,8 @@ export class NodeController extends EventEmitter {
   private conditions: V1NodeCondition[] | undefined
   private wake: (() => void) | undefined
   private dirty = false
+  private forceNext = false
+  private registering: Promise<V1Node | undefined> | undefined
   private shuttingDown = false
   private readonly identity: HostIdentity
   private readonly checkIntervalMs: number
@@ -170,6 +172,27 @@ export class NodeController extends EventEmitter {
     }
   }
 
+  /**
+   * The node as the API server has it (from the node watch). When a condition
+   * we own differs from what we wrote (the node lifecycle controller set it to
+   * Unknown while we were paused, or someone overwrote it), write ours again.
+   */
+  observe(node: V1Node): void {
+    const uidChanged = this.node !== undefined && node.metadata?.uid !== this.node.metadata?.uid
+    this.node = node
+    if (uidChanged) this.emit('registered', node)
+    if (!this.conditions || this.shuttingDown) return
+    const server = node.status?.conditions ?? []
+    const drift = this.conditions.some((c) => {
+      const s = server.find((x) => x.type === c.type)
+      return !s || s.status !== c.status || s.reason !== c.reason || s.message !== c.message
+    })
+    if (drift) {
+      this.forceNext = true
+      this.notify()
+    }
+  }
+
   /** Non-blocking: ask the status loop to look again now. */
   notify(): void {
     this.dirty = true
@@ -202,14 +225,16 @@ export class NodeController extends EventEmitter {
     const previous = this.conditions ?? this.node?.status?.conditions
     const desired = buildStatus(reading, this.identity, this.config, this.values(reading), previous, new Date())
     const changed = !this.lastReported || jsonpatch.compare(comparable(this.lastReported), comparable(desired)).length > 0
+    if (this.forceNext) force = true
+    this.forceNext = false
     if (!force && !changed && Date.now() - this.lastReportAt < this.reportIntervalMs) return false
     const body = threeWayStatusPatch(this.lastReported, desired)
     try {
       this.node = await this.core.patchNodeStatus({name: this.name, body}, SmpOptions)
     } catch (error) {
       if (!isNotFound(error) || this.opts.reregister === false || this.shuttingDown) throw error
-      this.emit('reregister')
       await this.register()
+      this.emit('registered', this.node)
       this.node = await this.core.patchNodeStatus({name: this.name, body: threeWayStatusPatch(undefined, desired)}, SmpOptions)
     }
     this.emitTransitions(this.lastReportAt ? this.conditions : undefined, desired.conditions ?? [])
@@ -221,8 +246,16 @@ export class NodeController extends EventEmitter {
     return true
   }
 
-  /** Called when the lease found the Node gone: re-create it if allowed. */
-  async ensureRegistered(): Promise<V1Node | undefined> {
+  /**
+   * Called when the Node may be gone (watch DELETED, lease NotFound): re-create
+   * it if allowed. Concurrent callers share one registration.
+   */
+  ensureRegistered(): Promise<V1Node | undefined> {
+    this.registering ??= this.reregister().finally(() => (this.registering = undefined))
+    return this.registering
+  }
+
+  private async reregister(): Promise<V1Node | undefined> {
     if (this.opts.reregister === false || this.shuttingDown) return undefined
     try {
       this.node = await this.core.readNode({name: this.name})
@@ -230,8 +263,8 @@ export class NodeController extends EventEmitter {
     } catch (error) {
       if (!isNotFound(error)) return undefined
     }
-    this.emit('reregister')
     await this.register()
+    this.emit('registered', this.node)
     await this.syncStatus(true).catch(() => undefined)
     return this.node
   }
