@@ -36,6 +36,8 @@ export default class Up extends Command {
     port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
+    'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
+    'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
@@ -60,6 +62,8 @@ export default class Up extends Command {
       port: flags.port,
       stateDir: flags['state-dir'],
       reregister: !flags['no-reregister'],
+      qps: flags['kube-api-qps'],
+      burst: flags['kube-api-burst'],
     })
     const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
     let stopping: Promise<void> | undefined

@@ -1,10 +1,14 @@
 import type * as k8s from '@kubernetes/client-node'
 import {existsSync} from 'node:fs'
 import {UserError} from '../../errors.js'
+import {DefaultKubeApiBurst, DefaultKubeApiQps, RateLimiter} from './rate-limiter.js'
 
 export interface KubeOptions {
   kubeconfig?: string
   context?: string
+  /** Client-side rate limit, as the kubelet's --kube-api-qps / --kube-api-burst; qps <= 0 disables it. */
+  qps?: number
+  burst?: number
 }
 
 /**
@@ -71,12 +75,14 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
   const kc = await loadKubeConfig(opts)
   const server = kc.getCurrentCluster()!.server
   const counter = new RequestCounter()
+  const limiter = new RateLimiter(opts.qps ?? DefaultKubeApiQps, opts.burst ?? DefaultKubeApiBurst)
   const config = lib.createConfiguration({
     baseServer: new lib.ServerConfiguration(server, {}),
     authMethods: {default: kc},
     promiseMiddleware: [
       {
         pre: async (ctx) => {
+          await limiter.acquire()
           counter.record(ctx.getHttpMethod())
           return ctx
         },
