@@ -26,6 +26,8 @@ export interface ClusterState {
   server: string
   kubeconfig: string
   pids: Partial<Record<Component, number>>
+  /** How each component was started, so one can be stopped and started again (fault tests). */
+  commands: Partial<Record<Component, string[]>>
   ports: {apiserver: number; etcdClient: number; etcdPeer: number; controllerManager: number; scheduler: number}
   startedAt: string
 }
@@ -223,7 +225,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   const schedKubeconfig = join(opts.dir, 'scheduler.kubeconfig')
   await writeFile(schedKubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.scheduler, 'system:kube-scheduler'), {mode: 0o600})
 
-  const state: ClusterState = {dir: opts.dir, server, kubeconfig, pids: {}, ports, startedAt: new Date().toISOString()}
+  const state: ClusterState = {dir: opts.dir, server, kubeconfig, pids: {}, commands: {}, ports, startedAt: new Date().toISOString()}
   const logFile = (c: Component) => join(opts.dir, 'logs', `${c}.log`)
   const etcdClient = `http://127.0.0.1:${ports.etcdClient}`
   const etcdPeer = `http://127.0.0.1:${ports.etcdPeer}`
@@ -265,6 +267,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   try {
     for (const c of Components) {
       log(`starting ${c}`)
+      state.commands[c] = [bins[c], ...args[c]]
       state.pids[c] = await spawnDaemon(bins[c], args[c], logFile(c))
       await writeState(state)
       if (c === 'kube-apiserver') {
@@ -277,6 +280,28 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
     throw error
   }
   return state
+}
+
+/** Stops one component of a running control plane (SIGTERM, then SIGKILL). */
+export async function stopComponent(dir: string, component: Component, timeoutMs = DefaultStopTimeoutMs): Promise<void> {
+  const state = await readState(dir)
+  const pid = state?.pids[component]
+  if (!state || pid === undefined || !isAlive(pid)) return
+  signal(pid, 'SIGTERM')
+  const left = await waitGone([pid], timeoutMs)
+  for (const p of left) signal(p, 'SIGKILL')
+  await waitGone(left, 5000)
+}
+
+/** Starts one stopped component again with the command it was first started with. */
+export async function startComponent(dir: string, component: Component): Promise<void> {
+  const state = await readState(dir)
+  const cmd = state?.commands?.[component]
+  if (!state || !cmd) throw new UserError(`no control plane with ${component} in ${dir}`)
+  const pid = state.pids[component]
+  if (pid !== undefined && isAlive(pid)) return
+  state.pids[component] = await spawnDaemon(cmd[0], cmd.slice(1), join(dir, 'logs', `${component}.log`))
+  await writeState(state)
 }
 
 /** Stops every component (SIGTERM, then SIGKILL after a timeout) and forgets them. */
