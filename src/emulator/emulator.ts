@@ -54,6 +54,7 @@ export interface EmulatorSummary {
   requestsSinceReady: number
   secondsSinceReady: number
   byMethod: Record<string, number>
+  byResource: Record<string, number>
 }
 
 export function defaultStateDir(name: string): string {
@@ -107,6 +108,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       requestsSinceReady: this.readyAt ? this.requestCount - this.readyAt.requests : 0,
       secondsSinceReady: this.readyAt ? (now - this.readyAt.time) / 1000 : 0,
       byMethod: Object.fromEntries(this.clients?.counter.byMethod ?? []),
+      byResource: Object.fromEntries(this.clients?.counter.byResource ?? []),
     }
   }
 

@@ -18,11 +18,29 @@ export interface KubeOptions {
 export class RequestCounter {
   total = 0
   readonly byMethod = new Map<string, number>()
+  /** Keyed by "METHOD resource[/subresource]", e.g. "PATCH pods/status", "POST events". */
+  readonly byResource = new Map<string, number>()
 
-  record(method: string): void {
+  record(method: string, url?: string): void {
     this.total++
     this.byMethod.set(method, (this.byMethod.get(method) ?? 0) + 1)
+    if (url) {
+      const key = `${method} ${resourceOf(url)}`
+      this.byResource.set(key, (this.byResource.get(key) ?? 0) + 1)
+    }
   }
+}
+
+/** "pods/status" from ".../api/v1/namespaces/ns/pods/name/status?x=y"; the set of keys is bounded by the API's resources. */
+export function resourceOf(url: string): string {
+  const path = url.replace(/^[a-z]+:\/\/[^/]+/, '').split('?')[0]
+  const parts = path.split('/').filter(Boolean)
+  // /api/v1/... or /apis/<group>/<version>/...
+  let i = parts[0] === 'api' ? 2 : parts[0] === 'apis' ? 3 : 0
+  if (parts[i] === 'namespaces' && parts.length > i + 2) i += 2
+  const resource = parts[i] ?? path
+  const sub = parts[i + 2]
+  return sub ? `${resource}/${sub}` : resource
 }
 
 /** The typed API clients one node uses, sharing one kubeconfig and one request counter. */
@@ -83,7 +101,7 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
       {
         pre: async (ctx) => {
           await limiter.acquire()
-          counter.record(ctx.getHttpMethod())
+          counter.record(ctx.getHttpMethod(), ctx.getUrl())
           return ctx
         },
         post: async (res) => res,

@@ -51,7 +51,7 @@ export class NodeWatcher {
         signal.removeEventListener('abort', onAbort)
         resolve(err ?? undefined)
       }
-      this.counter.record('WATCH')
+      this.counter.record('WATCH', '/api/v1/nodes')
       watch
         .watch(
           '/api/v1/nodes',
