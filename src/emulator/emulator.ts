@@ -109,6 +109,11 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     return this.clients?.counter.total ?? 0
   }
 
+  /** Requests so far by HTTP method (a snapshot). */
+  requestsByMethod(): Record<string, number> {
+    return Object.fromEntries(this.clients?.counter.byMethod ?? [])
+  }
+
   node(): NodeSnapshot | undefined {
     return this.nodeController?.snapshot()
   }

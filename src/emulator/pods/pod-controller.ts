@@ -80,17 +80,38 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     this.source = new PodSource(
       {core: opts.core, kc: opts.kc, nodeName: opts.nodeName, counter: opts.counter, watchTimeoutSeconds: opts.watchTimeoutSeconds},
       {
-        onList: (pods) => this.enqueue(this.config.set(pods)),
-        onUpsert: (pod) => this.enqueue(this.config.upsertOne(pod)),
-        onDelete: (pod) => this.enqueue(this.config.remove(pod)),
+        onList: (pods) => this.list(pods),
+        onUpsert: (pod) => this.upsert(pod),
+        onDelete: (pod) => this.delete(pod),
         onError: (m) => this.emit('error', m),
       },
     )
+    opts.provider.notifyPods((pod) => this.notified(pod))
+  }
+
+  /** A full listing of the node's pods (from the source). */
+  list(pods: V1Pod[]): void {
+    this.enqueue(this.config.set(pods))
+  }
+
+  /** A pod was added or modified in the API (from the source). */
+  upsert(pod: V1Pod): void {
+    this.enqueue(this.config.upsertOne(pod))
+  }
+
+  /** A pod is gone from the API (from the source). */
+  delete(pod: V1Pod): void {
+    this.enqueue(this.config.remove(pod))
+  }
+
+  /** Resolves once every op so far is applied and no worker has work in hand. */
+  async settled(): Promise<void> {
+    await this.chain
+    await this.workers.idle()
   }
 
   /** Start watching; resolves after the first list has been applied. */
   async start(): Promise<void> {
-    this.opts.provider.notifyPods((pod) => this.notified(pod))
     let listed!: () => void
     const first = new Promise<void>((resolve) => (listed = resolve))
     this.running = this.source.run(this.abort.signal, listed)
