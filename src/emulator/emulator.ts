@@ -1,4 +1,4 @@
-import type {V1Node, V1Taint} from '@kubernetes/client-node'
+import type {V1Node, V1Pod, V1Taint} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
 import {homedir} from 'node:os'
@@ -14,6 +14,9 @@ import {LeaseController} from './node/lease-controller.js'
 import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
+import type {AdmissionNode} from './pods/admission.js'
+import type {PodController} from './pods/pod-controller.js'
+import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
 
@@ -33,7 +36,19 @@ export interface EmulatorOptions extends KubeOptions {
   reregister?: boolean
   leaseRenewIntervalMs?: number
   statusCheckIntervalMs?: number
+  /** What runs the pods; without one the node registers but runs no pods. */
+  provider?: ProviderFactory
+  /** On stop, each pod gets min(its grace, this) seconds to terminate. */
+  shutdownGraceSeconds?: number
+  /** Pod timing overrides (tests). */
+  podResyncIntervalMs?: number
+  podStatusCoalesceMs?: number
 }
+
+/** How long stop() lets pods terminate at most (each within its own grace). */
+export const DefaultShutdownGraceSeconds = 30
+/** Admission reads the Node at most this often. */
+export const DefaultAdmissionNodeCacheMs = 1_000
 
 export type StartupStep = 'connect' | 'register' | 'ready'
 
@@ -45,6 +60,10 @@ export interface EmulatorEvents {
   error: [message: string]
   stopping: [detail: string]
   stopped: [summary: EmulatorSummary]
+  /** A pod of this node changed: spec plus the status as last written (a deep copy). */
+  pod: [pod: V1Pod]
+  /** A pod is gone from the API (by UID). */
+  podRemoved: [uid: string]
 }
 
 /** What a run cost, reported when it stops (idle request rate is a goal: at most 7 per minute). */
@@ -78,6 +97,9 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private recorder!: EventRecorder
   private nodeController!: NodeController
   private lease!: LeaseController
+  private provider: PodLifecycleHandler | undefined
+  private podController: PodController | undefined
+  private nodeIP = ''
   private readonly abort = new AbortController()
   private loops: Promise<void>[] = []
   readonly startedAt = new Date()
@@ -114,6 +136,16 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
 
   node(): NodeSnapshot | undefined {
     return this.nodeController?.snapshot()
+  }
+
+  /** The pods of this node, each with the status as last written (deep copies). */
+  pods(): V1Pod[] {
+    return this.podController?.pods() ?? []
+  }
+
+  /** Status PATCHes the pod status manager has sent (for tests and the request budget). */
+  get podStatusWrites(): number {
+    return this.podController?.status.writes ?? 0
   }
 
   private async nodeConfig(): Promise<NodeSpecConfig> {
@@ -157,6 +189,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.recorder = new EventRecorder(this.clients.core, this.opts.name)
     this.recorder.onEvent((e) => this.emit('event', e))
     const config = await this.nodeConfig()
+    this.nodeIP = config.nodeIP
     this.nodeController = new NodeController(this.clients.core, config, this.recorder, {
       stateDir: this.stateDir,
       reregister: this.opts.reregister,
@@ -200,10 +233,82 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       deleted: () => void this.nodeController.ensureRegistered(),
     })
     this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
+    if (this.opts.provider) await this.startPods(this.opts.provider)
     // The node watch's first request belongs to start-up, not to the idle cost.
     await new Promise((r) => setImmediate(r))
     this.readyAt = {time: Date.now(), requests: this.requestCount}
     this.emit('step', 'ready', `node ${this.opts.name} is Ready`)
+  }
+
+  /** Builds the provider and starts the pod controller (the node is registered). */
+  private async startPods(factory: ProviderFactory): Promise<void> {
+    this.provider = await factory({
+      nodeName: this.opts.name,
+      nodeIP: this.nodeIP,
+      stateDir: this.stateDir,
+      core: this.clients.core,
+      recorder: this.recorder,
+    })
+    const {PodController} = await import('./pods/pod-controller.js')
+    this.podController = new PodController({
+      core: this.clients.core,
+      kc: this.clients.kc,
+      counter: this.clients.counter,
+      nodeName: this.opts.name,
+      nodeIP: this.nodeIP,
+      provider: this.provider,
+      recorder: this.recorder,
+      node: this.admissionNode(),
+      resyncIntervalMs: this.opts.podResyncIntervalMs,
+      statusCoalesceMs: this.opts.podStatusCoalesceMs,
+    })
+    this.podController.on('pod', (p) => this.emit('pod', p))
+    this.podController.on('podRemoved', (uid) => this.emit('podRemoved', uid))
+    this.podController.on('error', (m) => this.emit('error', m))
+    // The node's pod count changed: let the node status loop look again (non-blocking).
+    this.podController.on('count', () => this.nodeController.notify())
+    await this.podController.start()
+  }
+
+  /** The Node as admission sees it: read from the API (briefly cached), else our own view. */
+  private admissionNode(): () => Promise<AdmissionNode> {
+    let cached: {at: number; node: AdmissionNode} | undefined
+    return async () => {
+      if (cached && Date.now() - cached.at < DefaultAdmissionNodeCacheMs) return cached.node
+      const own = this.nodeController.config
+      let node: AdmissionNode
+      try {
+        const n = await this.clients.core.readNode({name: this.opts.name})
+        node = {
+          name: this.opts.name,
+          labels: n.metadata?.labels ?? {},
+          taints: n.spec?.taints ?? [],
+          allocatable: (n.status?.allocatable ?? this.nodeController.snapshot().allocatable) as Record<string, string>,
+        }
+      } catch {
+        node = {name: own.name, labels: own.labels, taints: own.taints, allocatable: this.nodeController.snapshot().allocatable}
+      }
+      cached = {at: Date.now(), node}
+      return node
+    }
+  }
+
+  /** Stop accepting pods, terminate them within their grace (bounded), stop the watch, close the provider. */
+  private async stopPods(): Promise<void> {
+    const pc = this.podController
+    if (pc) {
+      const grace = this.opts.shutdownGraceSeconds ?? DefaultShutdownGraceSeconds
+      this.emit('stopping', `terminating pods (up to ${grace}s)`)
+      try {
+        if (!(await pc.shutdown(grace))) this.emit('error', 'stopping: some pods did not terminate in time')
+      } finally {
+        await pc.stop()
+        this.podController = undefined
+      }
+    }
+    const provider = this.provider
+    this.provider = undefined
+    await provider?.close?.()
   }
 
   private async connect(): Promise<void> {
@@ -222,6 +327,12 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
    * and cordon, leaving the Lease to expire as the kubelet does.
    */
   async stop(opts: {rm?: boolean} = {}): Promise<void> {
+    // Pods first, while the node is still Ready and its lease renewed.
+    try {
+      await this.stopPods()
+    } catch (error) {
+      this.emit('error', `stopping pods: ${describeApiError(error)}`)
+    }
     this.abort.abort()
     await Promise.allSettled(this.loops)
     this.loops = []

@@ -1,0 +1,358 @@
+import type {V1ObjectReference, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import {Backoff} from '../kube/backoff.js'
+import type {EventType} from '../kube/events.js'
+import type {PodLifecycleHandler} from '../provider/handler.js'
+import {isInvalidInput, isNotFound} from '../provider/errdefs.js'
+import {isTerminalPhase, type StatusOverride} from './status.js'
+
+/** How often a running pod is checked against the provider (the kubelet's syncFrequency, jittered by half). */
+export const DefaultResyncIntervalMs = 60_000
+export const ResyncJitterFactor = 0.5
+/** Retry after a failed provider call (the kubelet's backOffPeriod is 10 s). */
+export const DefaultWorkerRetryInitialMs = 1_000
+export const DefaultWorkerRetryMaxMs = 10_000
+/** The API server's default terminationGracePeriodSeconds, for pods without one. */
+export const DefaultTerminationGracePeriodSeconds = 30
+/** Whatever happens, a pod gets at least this much time to stop ("we always supply a grace period of 1"). */
+export const MinimumGracePeriodSeconds = 1
+
+export type PodWorkState = 'sync' | 'terminating' | 'terminated'
+export type UpdateType = 'create' | 'update' | 'sync' | 'kill'
+
+export interface PodUpdate {
+  type: UpdateType
+  pod: V1Pod
+  /** A kill's grace override (node shutdown); only ever shortens the grace. */
+  gracePeriodOverride?: number
+  /** The pod-level outcome to report when terminated (rejection, shutdown). */
+  statusOverride?: StatusOverride
+  /** The pod is gone from the API (REMOVE): kill it and forget it. */
+  removed?: boolean
+}
+
+/** What a worker needs from the status manager. */
+export interface WorkerStatusPort {
+  setStarting(uid: string, starting: boolean): void
+  setSandboxReady(uid: string, ready: boolean): void
+  setReported(uid: string, status: V1PodStatus): void
+  /** The provider's last report means the pod is done (every container finished for good, or a pod-level terminal phase). */
+  reportedTerminal(uid: string): boolean
+  /** The worker is terminated: write the terminal status, then the final DELETE if the pod is being deleted. */
+  terminate(uid: string, override?: StatusOverride): Promise<void>
+}
+
+export interface WorkerHost {
+  provider: PodLifecycleHandler
+  status: WorkerStatusPort
+  event(pod: V1Pod, type: EventType, reason: string, message: string): void
+  /** A removed pod finished terminating: drop the worker. */
+  forget(uid: string): void
+  resyncIntervalMs?: number
+  retryInitialMs?: number
+  retryMaxMs?: number
+}
+
+export function podRef(pod: V1Pod): V1ObjectReference {
+  return {kind: 'Pod', apiVersion: 'v1', namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid: pod.metadata?.uid}
+}
+
+export const fullName = (pod: V1Pod) => `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`
+
+/** Merges a new update into the pending slot: the newest pod wins, a kill is never dropped, grace only shrinks. */
+export function mergeUpdates(pending: PodUpdate | undefined, next: PodUpdate): PodUpdate {
+  if (!pending) return next
+  const graces = [pending.gracePeriodOverride, next.gracePeriodOverride].filter((g): g is number => g !== undefined)
+  return {
+    type: pending.type === 'kill' || next.type === 'kill' ? 'kill' : pending.type === 'create' && next.type !== 'create' ? 'create' : next.type,
+    pod: next.pod,
+    gracePeriodOverride: graces.length ? Math.min(...graces) : undefined,
+    statusOverride: pending.statusOverride ?? next.statusOverride,
+    removed: pending.removed || next.removed,
+  }
+}
+
+function hadRunningContainers(pod: V1Pod): boolean {
+  const s = pod.status
+  return [...(s?.containerStatuses ?? []), ...(s?.initContainerStatuses ?? [])].some((c) => !!c.state?.running)
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/**
+ * One pod UID's worker: sync (create, update, check) -> terminating (the
+ * provider stops the processes within the grace) -> terminated (terminal
+ * status, final delete). Updates land in a single pending slot so only the
+ * latest is seen; a shorter grace reaches a running termination at once.
+ */
+export class PodWorker {
+  state: PodWorkState = 'sync'
+  pod: V1Pod
+  readonly uid: string
+  readonly fullName: string
+  /** Resolves once no process of the pod can run any more. */
+  readonly terminated: Promise<void>
+  private resolveTerminated!: () => void
+  private pending: PodUpdate | undefined
+  private loop: Promise<void> | undefined
+  private gracePeriod = 0
+  private started = false
+  private vanished = false
+  private killGrace: number | undefined
+  private override: StatusOverride | undefined
+  removed = false
+  private stopped = false
+  private resyncTimer: NodeJS.Timeout | undefined
+  private retryTimer: NodeJS.Timeout | undefined
+  private readonly backoff: Backoff
+
+  constructor(
+    private readonly host: WorkerHost,
+    first: PodUpdate,
+    /** A pod of the same namespace/name that must finish terminating before this one starts. */
+    private readonly predecessor?: Promise<void>,
+  ) {
+    this.pod = first.pod
+    this.uid = first.pod.metadata!.uid!
+    this.fullName = fullName(first.pod)
+    this.terminated = new Promise((resolve) => (this.resolveTerminated = resolve))
+    this.backoff = new Backoff(host.retryInitialMs ?? DefaultWorkerRetryInitialMs, host.retryMaxMs ?? DefaultWorkerRetryMaxMs)
+    this.update(first)
+  }
+
+  /** Waiting for the provider to start the pod for the first time (status writes wait for it). */
+  get starting(): boolean {
+    return this.state === 'sync' && !this.started && !this.vanished && !this.override
+  }
+
+  get isStarted(): boolean {
+    return this.started
+  }
+
+  /** Queue an update; never blocks. */
+  update(u: PodUpdate): void {
+    if (this.stopped) return
+    this.pending = mergeUpdates(this.pending, u)
+    if (u.removed) this.removed = true
+    if (u.statusOverride) this.override ??= u.statusOverride
+    // A kill never waits behind the loop: pass a shorter grace to the running termination now.
+    if (this.state === 'terminating' && this.killGrace !== undefined) {
+      const grace = this.effectiveGrace(this.pending)
+      if (grace < this.killGrace) {
+        this.killGrace = grace
+        this.host.provider.deletePod(structuredClone(u.pod), grace).catch((error: unknown) => {
+          if (!isNotFound(error)) this.host.event(this.pod, 'Warning', 'FailedKillPod', `error killing pod: ${errorText(error)}`)
+        })
+      }
+    }
+    this.kick()
+  }
+
+  private kick(): void {
+    if (this.loop || this.stopped) return
+    this.loop = this.run().finally(() => {
+      this.loop = undefined
+      if (this.pending && !this.stopped) this.kick()
+    })
+  }
+
+  /** Resolves when the worker has nothing more to do right now. */
+  async idle(): Promise<void> {
+    while (this.loop) await this.loop
+  }
+
+  private async run(): Promise<void> {
+    while (this.pending && !this.stopped) {
+      const u = this.pending
+      this.pending = undefined
+      this.pod = u.pod
+      try {
+        await this.process(u)
+        this.backoff.reset()
+      } catch {
+        this.retryLater(u)
+      }
+    }
+  }
+
+  private retryLater(u: PodUpdate): void {
+    if (this.stopped) return
+    clearTimeout(this.retryTimer)
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined
+      if (!this.pending) this.update(u)
+    }, this.backoff.next())
+    this.retryTimer.unref()
+  }
+
+  private shouldTerminate(u: PodUpdate): boolean {
+    return (
+      u.type === 'kill' ||
+      !!u.removed ||
+      !!u.pod.metadata?.deletionTimestamp ||
+      isTerminalPhase(u.pod.status?.phase) ||
+      !!this.override ||
+      this.vanished
+    )
+  }
+
+  private async process(u: PodUpdate): Promise<void> {
+    if (this.state === 'sync') {
+      if (!this.shouldTerminate(u)) {
+        await this.sync(u)
+        if (!this.vanished && !this.override && !this.host.status.reportedTerminal(this.uid)) return
+      }
+      this.state = 'terminating'
+      clearTimeout(this.resyncTimer)
+    }
+    if (this.state === 'terminating') return this.terminate(u)
+    // Terminated: a later deletionTimestamp still needs the final delete; a removal ends the worker.
+    if (u.pod.metadata?.deletionTimestamp && !this.removed) await this.host.status.terminate(this.uid, this.override)
+    if (this.removed) await this.forget()
+  }
+
+  private async sync(u: PodUpdate): Promise<void> {
+    const {provider} = this.host
+    const ns = u.pod.metadata?.namespace ?? ''
+    const name = u.pod.metadata?.name ?? ''
+    if (!this.started) {
+      if (this.predecessor) await this.predecessor
+      const existing = await provider.getPod(ns, name)
+      if (existing && existing.metadata?.uid === this.uid) {
+        // The provider already runs it (it survived a restart): adopt.
+        this.started = true
+        this.host.status.setSandboxReady(this.uid, true)
+      } else if (hadRunningContainers(u.pod)) {
+        // The API says it ran, the provider has no trace of it: its processes are gone.
+        this.vanished = true
+        return
+      } else {
+        await this.create(u.pod)
+      }
+      this.scheduleResync()
+      return
+    }
+    if (u.type === 'update') {
+      try {
+        await provider.updatePod(structuredClone(u.pod))
+      } catch (error) {
+        if (isNotFound(error)) {
+          this.vanished = true
+          return
+        }
+        this.host.event(u.pod, 'Warning', 'ProviderUpdateFailed', errorText(error))
+        throw error
+      }
+    } else if (u.type === 'sync' && !this.host.status.reportedTerminal(this.uid)) {
+      if (!(await provider.getPod(ns, name))) {
+        this.vanished = true
+        return
+      }
+    }
+    this.scheduleResync()
+  }
+
+  private async create(pod: V1Pod): Promise<void> {
+    this.host.status.setStarting(this.uid, true)
+    try {
+      await this.host.provider.createPod(structuredClone(pod))
+      this.started = true
+      this.host.status.setSandboxReady(this.uid, true)
+    } catch (error) {
+      if (isInvalidInput(error)) {
+        // The pod can never run as written: fail it rather than retry forever.
+        this.override = {phase: 'Failed', reason: 'ProviderFailed', message: errorText(error)}
+        this.host.event(pod, 'Warning', 'ProviderCreateFailed', errorText(error))
+        return
+      }
+      this.host.event(pod, 'Warning', 'ProviderCreateFailed', errorText(error))
+      throw error
+    } finally {
+      this.host.status.setStarting(this.uid, false)
+    }
+  }
+
+  private scheduleResync(): void {
+    clearTimeout(this.resyncTimer)
+    if (this.stopped || this.state !== 'sync') return
+    const base = this.host.resyncIntervalMs ?? DefaultResyncIntervalMs
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = undefined
+      this.update({type: 'sync', pod: this.pod})
+    }, base * (1 + Math.random() * ResyncJitterFactor))
+    this.resyncTimer.unref()
+  }
+
+  /** calculateEffectiveGracePeriod: deletion grace or override, else the spec's; only shrinks; at least 1 s. */
+  effectiveGrace(u: PodUpdate): number {
+    let grace = this.gracePeriod
+    let overridden = false
+    const deletion = u.pod.metadata?.deletionGracePeriodSeconds
+    if (deletion !== undefined && deletion !== null && (grace === 0 || deletion < grace)) {
+      grace = deletion
+      overridden = true
+    }
+    const o = u.gracePeriodOverride
+    if (o !== undefined && (grace === 0 || o < grace)) {
+      grace = o
+      overridden = true
+    }
+    if (!overridden && grace === 0) grace = u.pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
+    if (grace < MinimumGracePeriodSeconds) grace = MinimumGracePeriodSeconds
+    this.gracePeriod = grace
+    return grace
+  }
+
+  private async terminate(u: PodUpdate): Promise<void> {
+    const grace = this.effectiveGrace(u)
+    if (this.started && !this.vanished) {
+      const pod = structuredClone(u.pod)
+      this.killGrace = grace
+      try {
+        await this.host.provider.deletePod(pod, grace)
+      } catch (error) {
+        // NotFound: the processes are already gone, which is what deletion wants.
+        if (!isNotFound(error)) {
+          this.host.event(u.pod, 'Warning', 'FailedKillPod', `error killing pod: ${errorText(error)}`)
+          throw error
+        }
+      } finally {
+        this.killGrace = undefined
+      }
+      // The final container states, in case their notification is still on its way.
+      try {
+        const status = await this.host.provider.getPodStatus(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
+        if (status) this.host.status.setReported(this.uid, status)
+      } catch {
+        /* the last notification stands */
+      }
+    }
+    this.state = 'terminated'
+    this.host.status.setSandboxReady(this.uid, false)
+    this.resolveTerminated()
+    await this.host.status.terminate(this.uid, this.override)
+    if (this.removed) await this.forget()
+  }
+
+  private async forget(): Promise<void> {
+    if (this.stopped) return
+    this.stop()
+    if (this.started) {
+      try {
+        await this.host.provider.cleanupPod?.(structuredClone(this.pod))
+      } catch {
+        /* best effort: the pod is gone from the API either way */
+      }
+    }
+    this.host.forget(this.uid)
+  }
+
+  /** Stop timers and ignore further updates. */
+  stop(): void {
+    this.stopped = true
+    this.pending = undefined
+    clearTimeout(this.resyncTimer)
+    clearTimeout(this.retryTimer)
+  }
+}

@@ -1,0 +1,294 @@
+import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
+import {isDeepStrictEqual} from 'node:util'
+import {Backoff} from '../kube/backoff.js'
+import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
+import type {WorkerStatusPort} from './pod-worker.js'
+import {buildPodStatus, getPhase, isTerminalPhase, type StatusOverride} from './status.js'
+
+/** A change waits this long for more changes before it is written (bursts become one write). */
+export const DefaultStatusCoalesceMs = 100
+/** While the provider is starting a pod, writes wait up to this long so a clean start is one write (Running). */
+export const DefaultStartHoldMs = 2_000
+export const DefaultStatusRetryInitialMs = 500
+export const DefaultStatusRetryMaxMs = 10_000
+
+const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
+
+export interface StatusManagerHooks {
+  couldHaveRunningContainers(uid: string): boolean
+  isStarting(uid: string): boolean
+}
+
+export interface StatusManagerOptions {
+  nodeIP: string
+  hooks: StatusManagerHooks
+  coalesceMs?: number
+  startHoldMs?: number
+  retryInitialMs?: number
+  retryMaxMs?: number
+  /** The pod as last written (or changed in the API): spec plus the status we hold for it. */
+  onChange?: (pod: V1Pod) => void
+  onError?: (message: string) => void
+  now?: () => Date
+}
+
+interface Entry {
+  uid: string
+  /** The latest pod from the API. */
+  pod: V1Pod
+  reported?: V1PodStatus
+  written?: V1PodStatus
+  sandboxReady: boolean
+  terminal: boolean
+  override?: StatusOverride
+  timer?: NodeJS.Timeout
+  dueAt?: number
+  firstDirtyAt?: number
+  writing?: Promise<void>
+  deleted: boolean
+  gone: boolean
+  backoff: Backoff
+}
+
+/**
+ * The only writer of pod status. Keeps the provider's latest report per UID
+ * (entries exist only for pods in the API and are dropped when the pod is
+ * gone), builds the kubelet's status, and writes it with a strategic merge
+ * patch of pods/<name>/status carrying metadata.uid as precondition and no
+ * resourceVersion: label and annotation edits by others never conflict and
+ * are never overwritten. Bursts are coalesced; a terminal phase is final.
+ */
+export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
+  private readonly entries = new Map<string, Entry>()
+  private readonly coalesceMs: number
+  private readonly startHoldMs: number
+  private readonly now: () => Date
+  private stopped = false
+  /** Status PATCHes sent, per UID still tracked and in total. */
+  writes = 0
+  readonly writesByUid = new Map<string, number>()
+
+  constructor(
+    private readonly core: CoreV1Api,
+    private readonly opts: StatusManagerOptions,
+  ) {
+    this.coalesceMs = opts.coalesceMs ?? DefaultStatusCoalesceMs
+    this.startHoldMs = opts.startHoldMs ?? DefaultStartHoldMs
+    this.now = opts.now ?? (() => new Date())
+  }
+
+  get size(): number {
+    return this.entries.size
+  }
+
+  has(uid: string): boolean {
+    return this.entries.has(uid)
+  }
+
+  /** The pod the API holds changed (or appeared). */
+  track(pod: V1Pod): void {
+    const uid = pod.metadata?.uid
+    if (!uid || this.stopped) return
+    const e = this.entries.get(uid)
+    if (e) {
+      e.pod = pod
+    } else {
+      this.entries.set(uid, {
+        uid,
+        pod,
+        sandboxReady: false,
+        terminal: false,
+        deleted: false,
+        gone: false,
+        backoff: new Backoff(this.opts.retryInitialMs ?? DefaultStatusRetryInitialMs, this.opts.retryMaxMs ?? DefaultStatusRetryMaxMs),
+      })
+      // A new pod gets its first status soon (Pending), unless it is already finished.
+      if (!isTerminalPhase(pod.status?.phase)) this.dirty(this.entries.get(uid)!)
+    }
+    this.opts.onChange?.(this.view(this.entries.get(uid)!))
+  }
+
+  /** The pod is gone from the API: forget everything about it. */
+  remove(uid: string): void {
+    const e = this.entries.get(uid)
+    if (!e) return
+    clearTimeout(e.timer)
+    this.entries.delete(uid)
+    this.writesByUid.delete(uid)
+  }
+
+  /** The provider's report (notifyPods). Reports for pods not in the API are dropped. */
+  setReported(uid: string, status: V1PodStatus): void {
+    const e = this.entries.get(uid)
+    if (!e) return
+    const next = structuredClone(status)
+    if (isDeepStrictEqual(e.reported, next)) return
+    e.reported = next
+    this.dirty(e)
+  }
+
+  setSandboxReady(uid: string, ready: boolean): void {
+    const e = this.entries.get(uid)
+    if (!e || e.sandboxReady === ready) return
+    e.sandboxReady = ready
+    this.dirty(e)
+  }
+
+  setStarting(uid: string, starting: boolean): void {
+    const e = this.entries.get(uid)
+    // Starting ended: write what we have soon (the hold is over).
+    if (e && !starting) this.dirty(e)
+  }
+
+  reportedTerminal(uid: string): boolean {
+    const e = this.entries.get(uid)
+    const r = e?.reported
+    if (!e || !r) return false
+    if (isTerminalPhase(r.phase)) return true
+    const spec = e.pod.spec
+    if (!spec) return false
+    const statuses = r.containerStatuses ?? []
+    if (statuses.length < spec.containers.length) return false
+    return isTerminalPhase(getPhase(e.pod, r.initContainerStatuses ?? [], statuses, false))
+  }
+
+  /** The worker is terminated: write the terminal status now, then the final DELETE if the pod is being deleted. */
+  async terminate(uid: string, override?: StatusOverride): Promise<void> {
+    const e = this.entries.get(uid)
+    if (!e) return
+    e.terminal = true
+    e.override ??= override
+    await this.flush(e)
+  }
+
+  /** The status as it would be written now. */
+  build(uid: string): V1PodStatus | undefined {
+    const e = this.entries.get(uid)
+    return e && this.buildFor(e)
+  }
+
+  /** Every tracked pod with the status we hold for it (deep copies). */
+  pods(): V1Pod[] {
+    return [...this.entries.values()].map((e) => this.view(e))
+  }
+
+  private view(e: Entry): V1Pod {
+    return structuredClone({...e.pod, status: e.written ?? e.pod.status})
+  }
+
+  private buildFor(e: Entry): V1PodStatus {
+    return buildPodStatus({
+      pod: e.pod,
+      reported: e.reported,
+      previous: e.written,
+      nodeIP: this.opts.nodeIP,
+      now: this.now(),
+      sandboxReady: e.sandboxReady,
+      podIsTerminal: e.terminal,
+      couldHaveRunningContainers: this.opts.hooks.couldHaveRunningContainers(e.uid),
+      override: e.terminal ? e.override : undefined,
+    })
+  }
+
+  private dirty(e: Entry): void {
+    if (this.stopped) return
+    e.firstDirtyAt ??= Date.now()
+    this.schedule(e, this.coalesceMs)
+  }
+
+  /** Write no later than delay from now (an earlier deadline stands). */
+  private schedule(e: Entry, delay: number): void {
+    const due = Date.now() + delay
+    if (e.timer && e.dueAt! <= due) return
+    clearTimeout(e.timer)
+    e.dueAt = due
+    e.timer = setTimeout(() => {
+      e.timer = undefined
+      const held = this.opts.hooks.isStarting(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.startHoldMs - Date.now() : 0
+      if (held > 0) {
+        this.schedule(e, held)
+        return
+      }
+      void this.flush(e)
+    }, delay)
+    e.timer.unref()
+  }
+
+  private async flush(e: Entry): Promise<void> {
+    while (e.writing) await e.writing
+    if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
+    clearTimeout(e.timer)
+    e.timer = undefined
+    e.firstDirtyAt = undefined
+    const p = this.write(e)
+    e.writing = p
+    try {
+      await p
+    } finally {
+      e.writing = undefined
+    }
+  }
+
+  private async write(e: Entry): Promise<void> {
+    const {name, namespace, uid} = e.pod.metadata!
+    // A pod that was finished before we saw it, or that we already finished, keeps its status.
+    const done = isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal)
+    if (!done) {
+      const status = this.buildFor(e)
+      if (!isDeepStrictEqual(status, e.written)) {
+        try {
+          const pod = await this.core.patchNamespacedPodStatus({name: name!, namespace: namespace!, body: patchBody(uid!, status, e.written ?? e.pod.status)}, SmpOptions)
+          this.writes++
+          this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
+          e.written = status
+          e.backoff.reset()
+          if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata: pod.metadata ?? e.pod.metadata, status}))
+        } catch (error) {
+          return this.failed(e, error, 'writing status')
+        }
+      }
+    }
+    const phase = e.written?.phase ?? e.pod.status?.phase
+    // canBeDeleted: being deleted, terminal in the API, and no process left.
+    if (e.terminal && e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted) {
+      try {
+        await this.core.deleteNamespacedPod({name: name!, namespace: namespace!, gracePeriodSeconds: 0, body: {gracePeriodSeconds: 0, preconditions: {uid}}})
+        e.deleted = true
+      } catch (error) {
+        return this.failed(e, error, 'deleting pod')
+      }
+    }
+  }
+
+  private failed(e: Entry, error: unknown, what: string): void {
+    if (isNotFound(error) || isConflict(error)) {
+      // Gone, or the name now belongs to another pod (UID precondition): nothing of ours to write.
+      e.gone = true
+      return
+    }
+    this.opts.onError?.(`${what} of pod ${e.pod.metadata?.namespace}/${e.pod.metadata?.name}: ${describeApiError(error)}`)
+    if (!this.stopped && this.entries.get(e.uid) === e) this.schedule(e, e.backoff.next())
+  }
+
+  /** Write every pending change now (shutdown). */
+  async flushAll(): Promise<void> {
+    await Promise.all([...this.entries.values()].filter((e) => e.timer || e.writing).map((e) => this.flush(e)))
+  }
+
+  stop(): void {
+    this.stopped = true
+    for (const e of this.entries.values()) clearTimeout(e.timer)
+    this.entries.clear()
+    this.writesByUid.clear()
+  }
+}
+
+/**
+ * The patch: metadata.uid (the precondition) and the full status; top-level
+ * fields we no longer report (reason, message) are cleared explicitly.
+ */
+export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus | undefined): Record<string, unknown> {
+  const s: Record<string, unknown> = JSON.parse(JSON.stringify(status))
+  for (const k of ['reason', 'message', 'podIP', 'podIPs'] as const) if (before?.[k] !== undefined && status[k] === undefined) s[k] = null
+  return {metadata: {uid}, status: s}
+}

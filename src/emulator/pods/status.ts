@@ -1,0 +1,340 @@
+import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
+
+/**
+ * Pure pod status generation, the kubelet's way (kubelet_pods.go
+ * generateAPIPodStatus / getPhase, status/generate.go, status_manager.go
+ * TerminatePod): container statuses with defaults, phase rules, the five
+ * kubelet conditions with their reasons, startTime once, host and pod IPs.
+ */
+
+export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown'
+
+export const ContainerStatusUnknownReason = 'ContainerStatusUnknown'
+export const ContainerStatusUnknownMessage = 'The container could not be located when the pod was terminated'
+export const ContainerStatusUnknownExitCode = 137
+
+/** Condition types the kubelet owns, in the order it appends them. */
+export const KubeletConditionTypes = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'] as const
+
+/** A pod-level outcome that replaces the computed phase (admission rejection, node shutdown, provider failure). */
+export interface StatusOverride {
+  phase: 'Failed' | 'Succeeded'
+  reason: string
+  message: string
+  /** Extra conditions, e.g. DisruptionTarget on node shutdown. */
+  conditions?: V1PodCondition[]
+  /** A Succeeded pod keeps Succeeded (node shutdown only turns unfinished pods Failed). */
+  keepSucceeded?: boolean
+  /** The pod never got containers (admission rejection): no container statuses are reported. */
+  noContainers?: boolean
+}
+
+export interface StatusInput {
+  /** The latest pod from the API (spec, metadata and the status the API holds). */
+  pod: V1Pod
+  /** What the provider last reported (containerStatuses, initContainerStatuses, optional pod-level phase/reason/message). */
+  reported?: V1PodStatus
+  /** The status we wrote last, if any; else the API's status is the previous one. */
+  previous?: V1PodStatus
+  nodeIP: string
+  now: Date
+  /** The provider has the pod's sandbox (PodReadyToStartContainers). */
+  sandboxReady: boolean
+  /** The pod worker is terminated: no process of the pod can run any more (kubelet podIsTerminal + TerminatePod). */
+  podIsTerminal: boolean
+  /** Processes may still be running: a terminal phase is held back (status manager mergePodStatus). */
+  couldHaveRunningContainers: boolean
+  override?: StatusOverride
+}
+
+export const isTerminalPhase = (phase: string | undefined): phase is 'Succeeded' | 'Failed' => phase === 'Succeeded' || phase === 'Failed'
+
+/** RFC 3339 second precision, as the kubelet writes times. */
+export function toSeconds(d: Date): Date {
+  return new Date(Math.floor(d.getTime() / 1000) * 1000)
+}
+
+function isSidecar(c: V1Container): boolean {
+  return c.restartPolicy === 'Always'
+}
+
+function defaultStatus(c: V1Container, waitingReason: string): V1ContainerStatus {
+  return {name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: 0, started: false, state: {waiting: {reason: waitingReason}}}
+}
+
+/** convertToAPIContainerStatuses: the provider's report, else the old status carried forward, else waiting. */
+function convertStatuses(
+  specs: V1Container[],
+  reported: V1ContainerStatus[] | undefined,
+  previous: V1ContainerStatus[] | undefined,
+  waitingReason: string,
+): V1ContainerStatus[] {
+  return specs.map((c) => {
+    const r = reported?.find((s) => s.name === c.name)
+    if (r) {
+      const running = !!r.state?.running
+      return {
+        ...r,
+        name: c.name,
+        image: r.image || c.image || '',
+        imageID: r.imageID ?? '',
+        restartCount: r.restartCount ?? 0,
+        ready: r.ready ?? false,
+        started: r.started ?? running,
+        state: r.state && Object.keys(r.state).length ? r.state : {waiting: {reason: waitingReason}},
+      }
+    }
+    const p = previous?.find((s) => s.name === c.name)
+    if (p?.state?.terminated) return structuredClone(p)
+    const s = defaultStatus(c, waitingReason)
+    if (p) {
+      s.restartCount = p.restartCount ?? 0
+      if (p.lastState && Object.keys(p.lastState).length) s.lastState = structuredClone(p.lastState)
+    }
+    return s
+  })
+}
+
+/** TerminatePod: whatever is not terminated is reported as lost, exit 137. */
+function terminateAll(statuses: V1ContainerStatus[], now: Date): V1ContainerStatus[] {
+  return statuses.map((s) => {
+    if (s.state?.terminated) return s
+    const startedAt = s.state?.running?.startedAt
+    return {
+      ...s,
+      ready: false,
+      started: false,
+      state: {
+        terminated: {
+          exitCode: ContainerStatusUnknownExitCode,
+          reason: ContainerStatusUnknownReason,
+          message: ContainerStatusUnknownMessage,
+          ...(startedAt ? {startedAt} : {}),
+          finishedAt: now,
+        },
+      },
+    }
+  })
+}
+
+const hasLastState = (s: V1ContainerStatus) => !!(s.lastState?.terminated || s.lastState?.running || s.lastState?.waiting)
+
+function hasAnyRegularContainerStarted(statuses: V1ContainerStatus[]): boolean {
+  return statuses.some((s) => !!s.state?.running || !!s.state?.terminated || !!s.lastState?.terminated)
+}
+
+/** getPhase (kubelet_pods.go). */
+export function getPhase(pod: V1Pod, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[], podIsTerminal: boolean): PodPhase {
+  const spec = pod.spec!
+  const restartPolicy = spec.restartPolicy ?? 'Always'
+  let pendingInit = 0
+  let failedInit = 0
+  let waiting = 0
+  for (const c of spec.initContainers ?? []) {
+    const s = initStatuses.find((x) => x.name === c.name)
+    if (!s) {
+      pendingInit++
+      continue
+    }
+    if (isSidecar(c)) {
+      if (s.state?.running && s.started !== true) pendingInit++
+      else if (s.state?.waiting && !hasLastState(s)) {
+        pendingInit++
+        waiting++
+      }
+      continue
+    }
+    if (s.state?.running) pendingInit++
+    else if (s.state?.terminated && s.state.terminated.exitCode !== 0) failedInit++
+    else if (s.state?.waiting) {
+      if (s.lastState?.terminated && s.lastState.terminated.exitCode !== 0) failedInit++
+      else if (!hasLastState(s)) pendingInit++
+    }
+  }
+  let unknown = 0
+  let running = 0
+  let stopped = 0
+  let succeeded = 0
+  for (const c of spec.containers) {
+    const s = statuses.find((x) => x.name === c.name)
+    if (!s) {
+      unknown++
+      continue
+    }
+    if (s.state?.running) running++
+    else if (s.state?.terminated) {
+      stopped++
+      if (s.state.terminated.exitCode === 0) succeeded++
+    } else if (s.state?.waiting) {
+      if (hasLastState(s)) stopped++
+      else waiting++
+    } else unknown++
+  }
+  if (failedInit > 0 && restartPolicy === 'Never') return 'Failed'
+  if ((pendingInit > 0 && !hasAnyRegularContainerStarted(statuses)) || waiting > 0) return 'Pending'
+  if (running > 0 && unknown === 0) return 'Running'
+  if (running === 0 && stopped > 0 && unknown === 0) {
+    if (podIsTerminal) return stopped === succeeded ? 'Succeeded' : 'Failed'
+    if (restartPolicy === 'Always') return 'Running'
+    if (stopped === succeeded) return 'Succeeded'
+    if (restartPolicy === 'Never') return 'Failed'
+    return 'Running'
+  }
+  return 'Pending'
+}
+
+const list = (names: string[]) => `[${names.join(' ')}]`
+
+function condition(type: string, status: boolean, reason?: string, message?: string): V1PodCondition {
+  return {type, status: status ? 'True' : 'False', ...(reason ? {reason} : {}), ...(message ? {message} : {})}
+}
+
+function initializedCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): V1PodCondition {
+  const inits = pod.spec!.initContainers ?? []
+  if (inits.length > 0 && initStatuses.length === 0) return condition('Initialized', false, 'UnknownContainerStatuses')
+  const unknown: string[] = []
+  const incomplete: string[] = []
+  for (const c of inits) {
+    const s = initStatuses.find((x) => x.name === c.name)
+    if (!s) unknown.push(c.name)
+    else if (isSidecar(c) ? s.started !== true : s.ready !== true) incomplete.push(c.name)
+  }
+  if (phase === 'Succeeded' && unknown.length === 0) return condition('Initialized', true, 'PodCompleted')
+  if (hasAnyRegularContainerStarted(statuses)) return condition('Initialized', true)
+  if (unknown.length || incomplete.length) {
+    const parts = [
+      ...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []),
+      ...(incomplete.length ? [`containers with incomplete status: ${list(incomplete)}`] : []),
+    ]
+    return condition('Initialized', false, 'ContainersNotInitialized', parts.join(', '))
+  }
+  return condition('Initialized', true)
+}
+
+function containersReadyCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): V1PodCondition {
+  // A terminal pod is never ready (the status manager forces this before patching).
+  if (phase === 'Succeeded') return condition('ContainersReady', false, 'PodCompleted')
+  if (phase === 'Failed') return condition('ContainersReady', false, 'PodFailed')
+  if (statuses.length === 0) return condition('ContainersReady', false, 'UnknownContainerStatuses')
+  const unknown: string[] = []
+  const unready: string[] = []
+  const check = (name: string, s: V1ContainerStatus | undefined) => {
+    if (!s) unknown.push(name)
+    else if (!s.ready) unready.push(name)
+  }
+  for (const c of (pod.spec!.initContainers ?? []).filter(isSidecar)) check(c.name, initStatuses.find((x) => x.name === c.name))
+  for (const c of pod.spec!.containers) check(c.name, statuses.find((x) => x.name === c.name))
+  if (unknown.length || unready.length) {
+    const parts = [
+      ...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []),
+      ...(unready.length ? [`containers with unready status: ${list(unready)}`] : []),
+    ]
+    return condition('ContainersReady', false, 'ContainersNotReady', parts.join(', '))
+  }
+  return condition('ContainersReady', true)
+}
+
+function readyCondition(pod: V1Pod, containersReady: V1PodCondition): V1PodCondition {
+  if (containersReady.status !== 'True') return {...containersReady, type: 'Ready'}
+  const problems: string[] = []
+  for (const gate of pod.spec!.readinessGates ?? []) {
+    const c = pod.status?.conditions?.find((x) => x.type === gate.conditionType)
+    if (!c) problems.push(`corresponding condition of pod readiness gate "${gate.conditionType}" does not exist.`)
+    else if (c.status !== 'True') problems.push(`the status of pod readiness gate "${gate.conditionType}" is not "True", but ${c.status}`)
+  }
+  if (problems.length) return condition('Ready', false, 'ReadinessGatesNotReady', problems.join(', '))
+  return condition('Ready', true)
+}
+
+/** lastTransitionTime moves only when the condition's status changes. */
+function withTransitionTimes(conditions: V1PodCondition[], previous: V1PodCondition[] | undefined, now: Date): V1PodCondition[] {
+  return conditions.map((c) => {
+    const p = previous?.find((x) => x.type === c.type)
+    const at = p && p.status === c.status && p.lastTransitionTime ? new Date(p.lastTransitionTime) : now
+    return {...c, lastTransitionTime: at}
+  })
+}
+
+/** The pod status the kubelet would write now. */
+export function buildPodStatus(input: StatusInput): V1PodStatus {
+  const {pod, reported, nodeIP} = input
+  const now = toSeconds(input.now)
+  const apiStatus = pod.status ?? {}
+  const previous = input.previous ?? apiStatus
+  const spec = pod.spec!
+  const hasInit = (spec.initContainers?.length ?? 0) > 0
+  const waitingReason = hasInit ? 'PodInitializing' : 'ContainerCreating'
+  let initStatuses = convertStatuses(spec.initContainers ?? [], reported?.initContainerStatuses, previous.initContainerStatuses, waitingReason)
+  let statuses = convertStatuses(spec.containers, reported?.containerStatuses, previous.containerStatuses, waitingReason)
+  if (input.override?.noContainers) {
+    initStatuses = []
+    statuses = []
+  } else if (input.podIsTerminal) {
+    initStatuses = terminateAll(initStatuses, now)
+    statuses = terminateAll(statuses, now)
+  }
+  statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+
+  let phase: PodPhase = getPhase(pod, initStatuses, statuses, input.podIsTerminal)
+  let reason: string | undefined
+  let message: string | undefined
+  if (reported?.phase && isTerminalPhase(reported.phase)) {
+    phase = reported.phase
+    reason = reported.reason
+    message = reported.message
+  }
+  const o = input.override
+  if (o && !(o.keepSucceeded && phase === 'Succeeded')) {
+    phase = o.phase
+    reason = o.reason
+    message = o.message
+  }
+  // A terminal phase is reported only once no process can still be running.
+  if (isTerminalPhase(phase) && input.couldHaveRunningContainers && !o) {
+    phase = isTerminalPhase(previous.phase) ? (previous.phase as PodPhase) : ((previous.phase as PodPhase | undefined) ?? 'Pending')
+    reason = previous.reason
+    message = previous.message
+  }
+  // Pods are not allowed to transition out of terminal phases.
+  for (const before of [apiStatus, previous]) {
+    if (isTerminalPhase(before.phase) && phase !== before.phase) {
+      phase = before.phase
+      reason = before.reason
+      message = before.message
+    }
+  }
+  if (phase === previous.phase && reason === undefined && message === undefined) {
+    reason = previous.reason
+    message = previous.message
+  }
+
+  const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
+  const conditions = withTransitionTimes(
+    [
+      condition('PodReadyToStartContainers', input.sandboxReady && !input.podIsTerminal),
+      initializedCondition(pod, phase, initStatuses, statuses),
+      readyCondition(pod, containersReady),
+      containersReady,
+      condition('PodScheduled', true),
+      ...(o?.conditions ?? []),
+    ],
+    previous.conditions,
+    now,
+  )
+
+  const status: V1PodStatus = {
+    phase,
+    conditions,
+    hostIP: nodeIP,
+    hostIPs: [{ip: nodeIP}],
+    // Every pod shares the host network: podIP is the node IP once a sandbox existed.
+    ...(input.sandboxReady || previous.podIP ? {podIP: nodeIP, podIPs: [{ip: nodeIP}]} : {}),
+    startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
+    ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
+    ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),
+    ...(apiStatus.qosClass ? {qosClass: apiStatus.qosClass} : {}),
+  }
+  if (reason) status.reason = reason
+  if (message) status.message = message
+  return status
+}

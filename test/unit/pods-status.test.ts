@@ -1,0 +1,137 @@
+import {describe, expect, test} from '@jest/globals'
+import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
+import {buildPodStatus, getPhase, type StatusInput} from '../../src/emulator/pods/status.js'
+
+const t0 = new Date('2030-01-01T00:00:00.400Z')
+const t1 = new Date('2030-01-01T00:00:07.900Z')
+
+function pod(extra: Partial<V1Pod['spec']> = {}, status?: V1Pod['status']): V1Pod {
+  return {
+    metadata: {name: 'p', namespace: 'ns', uid: 'u1'},
+    spec: {containers: [{name: 'app', image: 'img'}], restartPolicy: 'Always', ...extra},
+    status: status ?? {phase: 'Pending', qosClass: 'BestEffort'},
+  }
+}
+
+const running = (name: string, ready = true): V1ContainerStatus => ({
+  name, image: 'img', imageID: '', ready, started: true, restartCount: 0, containerID: `test://${name}`, state: {running: {startedAt: t0}},
+})
+const exited = (name: string, exitCode: number): V1ContainerStatus => ({
+  name, image: 'img', imageID: '', ready: false, started: false, restartCount: 0, state: {terminated: {exitCode, reason: exitCode ? 'Error' : 'Completed', finishedAt: t0}},
+})
+
+function build(p: V1Pod, over: Partial<StatusInput> = {}) {
+  return buildPodStatus({pod: p, nodeIP: '10.1.2.3', now: t0, sandboxReady: false, podIsTerminal: false, couldHaveRunningContainers: true, ...over})
+}
+
+const cond = (s: ReturnType<typeof build>, type: string) => s.conditions!.find((c) => c.type === type)
+
+describe('pod status building', () => {
+  test('a pod nothing was reported for: Pending, ContainerCreating, the five conditions in kubelet order with their reasons', () => {
+    const s = build(pod())
+    expect(s.phase).toBe('Pending')
+    expect(s.containerStatuses).toEqual([expect.objectContaining({name: 'app', image: 'img', ready: false, restartCount: 0, state: {waiting: {reason: 'ContainerCreating'}}})])
+    expect(s.conditions!.map((c) => [c.type, c.status, c.reason])).toEqual([
+      ['PodReadyToStartContainers', 'False', undefined],
+      ['Initialized', 'True', undefined],
+      ['Ready', 'False', 'ContainersNotReady'],
+      ['ContainersReady', 'False', 'ContainersNotReady'],
+      ['PodScheduled', 'True', undefined],
+    ])
+    expect(cond(s, 'Ready')!.message).toBe('containers with unready status: [app]')
+    expect(s.hostIP).toBe('10.1.2.3')
+    expect(s.hostIPs).toEqual([{ip: '10.1.2.3'}])
+    expect(s.podIP).toBeUndefined()
+    // Second precision, as the kubelet writes times.
+    expect(s.startTime).toEqual(new Date('2030-01-01T00:00:00Z'))
+    expect(s.qosClass).toBe('BestEffort')
+  })
+
+  test('running and ready: Running, all conditions True, podIP is the node IP, startTime and unchanged transition times kept', () => {
+    const first = build(pod(), {reported: {containerStatuses: [running('app', false)]}, sandboxReady: true})
+    expect(first.phase).toBe('Running')
+    const second = build(pod(), {reported: {containerStatuses: [running('app')]}, sandboxReady: true, previous: first, now: t1})
+    expect(second.phase).toBe('Running')
+    expect(second.conditions!.every((c) => c.status === 'True')).toBe(true)
+    expect(second.podIP).toBe('10.1.2.3')
+    expect(second.podIPs).toEqual([{ip: '10.1.2.3'}])
+    expect(second.startTime).toEqual(first.startTime)
+    expect(cond(second, 'PodScheduled')!.lastTransitionTime).toEqual(cond(first, 'PodScheduled')!.lastTransitionTime)
+    expect(cond(second, 'Ready')!.lastTransitionTime).toEqual(new Date('2030-01-01T00:00:07Z'))
+  })
+
+  test('init containers: PodInitializing and Initialized=False/ContainersNotInitialized listing the incomplete ones', () => {
+    const p = pod({initContainers: [{name: 'init', image: 'img'}]})
+    const s = build(p, {sandboxReady: true, reported: {initContainerStatuses: [running('init', false)]}})
+    expect(s.phase).toBe('Pending')
+    expect(s.containerStatuses![0].state).toEqual({waiting: {reason: 'PodInitializing'}})
+    expect(cond(s, 'Initialized')).toMatchObject({status: 'False', reason: 'ContainersNotInitialized', message: 'containers with incomplete status: [init]'})
+  })
+
+  test('restartPolicy Never, all exited 0: Succeeded, held at the previous phase while processes could still run', () => {
+    const p = pod({restartPolicy: 'Never'})
+    const reported = {containerStatuses: [exited('app', 0)]}
+    const previous = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
+    const held = build(p, {reported, previous, sandboxReady: true, couldHaveRunningContainers: true})
+    expect(held.phase).toBe('Running')
+    const done = build(p, {reported, previous, couldHaveRunningContainers: false, podIsTerminal: true})
+    expect(done.phase).toBe('Succeeded')
+    expect(cond(done, 'Ready')).toMatchObject({status: 'False', reason: 'PodCompleted'})
+    expect(cond(done, 'Initialized')).toMatchObject({status: 'True', reason: 'PodCompleted'})
+  })
+
+  test('a terminated pod whose containers were lost: ContainerStatusUnknown exit 137 and Failed', () => {
+    const s = build(pod(), {reported: {containerStatuses: [running('app')]}, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(s.phase).toBe('Failed')
+    expect(s.containerStatuses![0].state!.terminated).toMatchObject({exitCode: 137, reason: 'ContainerStatusUnknown', message: 'The container could not be located when the pod was terminated'})
+    expect(cond(s, 'ContainersReady')).toMatchObject({status: 'False', reason: 'PodFailed'})
+  })
+
+  test('a deleted restartPolicy Always pod whose processes exited 0 on SIGTERM is Succeeded; 143 makes it Failed', () => {
+    expect(build(pod(), {reported: {containerStatuses: [exited('app', 0)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Succeeded')
+    expect(build(pod(), {reported: {containerStatuses: [exited('app', 143)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Failed')
+  })
+
+  test('never out of a terminal phase: an API phase of Failed stays Failed with its reason', () => {
+    const p = pod({}, {phase: 'Failed', reason: 'OutOfcpu', message: 'Pod was rejected: x'})
+    const s = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
+    expect(s.phase).toBe('Failed')
+    expect(s.reason).toBe('OutOfcpu')
+  })
+
+  test('an admission rejection: Failed with the reason and message, no container statuses', () => {
+    const s = build(pod(), {
+      podIsTerminal: true,
+      couldHaveRunningContainers: false,
+      override: {phase: 'Failed', reason: 'OutOfcpu', message: 'Pod was rejected: too much', noContainers: true},
+    })
+    expect(s).toMatchObject({phase: 'Failed', reason: 'OutOfcpu', message: 'Pod was rejected: too much'})
+    expect(s.containerStatuses).toBeUndefined()
+    expect(s.podIP).toBeUndefined()
+    expect(cond(s, 'Ready')).toMatchObject({status: 'False', reason: 'PodFailed'})
+  })
+
+  test('readiness gates: Ready waits for the gate condition', () => {
+    const p = pod({readinessGates: [{conditionType: 'example.com/gate'}]})
+    const s = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
+    expect(cond(s, 'ContainersReady')!.status).toBe('True')
+    expect(cond(s, 'Ready')).toMatchObject({status: 'False', reason: 'ReadinessGatesNotReady', message: 'corresponding condition of pod readiness gate "example.com/gate" does not exist.'})
+  })
+})
+
+describe('getPhase', () => {
+  const p = (policy: string, init = false) => pod({restartPolicy: policy, ...(init ? {initContainers: [{name: 'i', image: 'img'}]} : {})})
+  test.each([
+    ['Always', 'exited 1', [exited('app', 1)], 'Running'],
+    ['OnFailure', 'exited 1', [exited('app', 1)], 'Running'],
+    ['OnFailure', 'exited 0', [exited('app', 0)], 'Succeeded'],
+    ['Never', 'exited 1', [exited('app', 1)], 'Failed'],
+    ['Never', 'running', [running('app')], 'Running'],
+  ])('restartPolicy %s, container %s', (policy, _what, statuses, phase) => {
+    expect(getPhase(p(policy as string), [], statuses as V1ContainerStatus[], false)).toBe(phase)
+  })
+
+  test('a failed init container with restartPolicy Never fails the pod', () => {
+    expect(getPhase(p('Never', true), [exited('i', 1)], [{name: 'app', image: 'img', imageID: '', ready: false, restartCount: 0, state: {waiting: {reason: 'PodInitializing'}}}], false)).toBe('Failed')
+  })
+})

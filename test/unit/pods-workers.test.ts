@@ -1,0 +1,273 @@
+import {afterEach, describe, expect, test} from '@jest/globals'
+import type {CoreV1Api, KubeConfig, V1Pod} from '@kubernetes/client-node'
+import {unavailable} from '../../src/emulator/provider/errdefs.js'
+import type {AdmissionNode} from '../../src/emulator/pods/admission.js'
+import {PodController} from '../../src/emulator/pods/pod-controller.js'
+import {mergeUpdates, PodWorker} from '../../src/emulator/pods/pod-worker.js'
+import {TestProvider} from '../support/test-provider.js'
+
+/** Records status patches and deletes the way the API server would answer them. */
+class FakeCore {
+  patches: {name: string; body: {metadata: {uid: string}; status: Record<string, unknown>}; at: number}[] = []
+  deletes: {name: string; gracePeriodSeconds?: number; body?: {preconditions?: {uid?: string}}; at: number}[] = []
+  async patchNamespacedPodStatus(p: {name: string; namespace: string; body: {metadata: {uid: string}; status: Record<string, unknown>}}) {
+    this.patches.push({name: p.name, body: p.body, at: Date.now()})
+    return {metadata: {name: p.name, namespace: p.namespace, uid: p.body.metadata.uid}, status: p.body.status}
+  }
+  async deleteNamespacedPod(p: {name: string; gracePeriodSeconds?: number; body?: {preconditions?: {uid?: string}}}) {
+    this.deletes.push({...p, at: Date.now()})
+    return {}
+  }
+  statuses(name: string) {
+    return this.patches.filter((p) => p.name === name).map((p) => p.body.status)
+  }
+}
+
+const node: AdmissionNode = {name: 'n1', labels: {}, taints: [], allocatable: {cpu: '4', memory: '8Gi', pods: '110'}}
+
+let seq = 0
+function pod(name: string, opts: {env?: Record<string, string>; grace?: number; policy?: string; cpu?: string} = {}): V1Pod {
+  seq++
+  return {
+    metadata: {name, namespace: 'ns', uid: `uid-${name}-${seq}`, resourceVersion: '1'},
+    spec: {
+      nodeName: 'n1',
+      restartPolicy: opts.policy ?? 'Always',
+      terminationGracePeriodSeconds: opts.grace ?? 30,
+      containers: [{name: 'app', image: 'img', env: Object.entries(opts.env ?? {}).map(([n, value]) => ({name: n, value})), ...(opts.cpu ? {resources: {requests: {cpu: opts.cpu}}} : {})}],
+    },
+    status: {phase: 'Pending'},
+  }
+}
+
+function deleting(p: V1Pod, grace: number): V1Pod {
+  return {...structuredClone(p), metadata: {...structuredClone(p.metadata), resourceVersion: String(Number(p.metadata!.resourceVersion) + 1), deletionTimestamp: new Date(Date.now() + grace * 1000), deletionGracePeriodSeconds: grace}}
+}
+
+const until = async (fn: () => boolean, what: string, ms = 5_000) => {
+  const end = Date.now() + ms
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+const controllers: PodController[] = []
+afterEach(async () => {
+  for (const c of controllers.splice(0)) await c.stop()
+})
+
+function setup(opts: {resyncIntervalMs?: number} = {}) {
+  const core = new FakeCore()
+  const provider = new TestProvider()
+  const events: {reason: string; type: string; message: string}[] = []
+  const c = new PodController({
+    core: core as unknown as CoreV1Api,
+    kc: {} as KubeConfig,
+    nodeName: 'n1',
+    nodeIP: '10.0.0.9',
+    provider,
+    recorder: {record: async (_o, type, reason, message) => void events.push({type, reason, message}), forget: () => undefined},
+    node: async () => node,
+    statusCoalesceMs: 20,
+    resyncIntervalMs: opts.resyncIntervalMs,
+  })
+  controllers.push(c)
+  return {core, provider, c, events}
+}
+
+describe('pod workers and the status manager with a test provider', () => {
+  test('a clean start costs one status write (Running) and the provider gets a copy', async () => {
+    const {core, provider, c} = setup()
+    const p = pod('web', {env: {TEST_START_MS: '50'}})
+    c.upsert(p)
+    await until(() => core.patches.length > 0, 'a status write')
+    await new Promise((r) => setTimeout(r, 150))
+    expect(core.patches).toHaveLength(1)
+    expect(core.patches[0].body.metadata).toEqual({uid: p.metadata!.uid})
+    expect(core.patches[0].body.status).toMatchObject({phase: 'Running', hostIP: '10.0.0.9', podIP: '10.0.0.9'})
+    expect(core.patches[0].body).not.toHaveProperty('metadata.resourceVersion')
+    // The provider mutated its copy; the config's pod is untouched.
+    expect(c.config.get(p.metadata!.uid!)!.metadata!.annotations!['test.vnode.dev/mutated']).toBeUndefined()
+    expect(provider.calls.map((x) => x.op)).toEqual(['create'])
+  })
+
+  test('graceful delete: deletePod with the grace, terminal status, then DELETE grace 0 with the UID precondition as soon as processes end', async () => {
+    const {core, provider, c} = setup()
+    const p = pod('web', {env: {TEST_TERM_EXIT_MS: '200'}})
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    const started = Date.now()
+    c.upsert(deleting(p, 30))
+    await until(() => core.deletes.length === 1, 'the final delete')
+    const took = Date.now() - started
+    expect(took).toBeGreaterThanOrEqual(180)
+    expect(took).toBeLessThan(1_500)
+    expect(provider.calls.find((x) => x.op === 'delete')).toMatchObject({grace: 30})
+    expect(core.deletes[0]).toMatchObject({name: 'web', gracePeriodSeconds: 0, body: {preconditions: {uid: p.metadata!.uid}}})
+    const last = core.statuses('web').at(-1)!
+    expect(last.phase).toBe('Succeeded')
+    expect(core.patches.at(-1)!.at).toBeLessThanOrEqual(core.deletes[0].at)
+    // The watch then reports it gone: the status map returns to empty and the provider forgets it.
+    c.delete(deleting(p, 30))
+    await c.settled()
+    expect(c.status.size).toBe(0)
+    expect(c.workers.size).toBe(0)
+    expect(provider.size).toBe(0)
+  })
+
+  test('a second delete with a shorter grace shortens the running termination; a longer one never extends it', async () => {
+    const {core, provider, c} = setup()
+    const p = pod('web', {env: {TEST_IGNORE_TERM: '1'}})
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    const started = Date.now()
+    c.upsert(deleting(p, 30))
+    await until(() => provider.calls.some((x) => x.op === 'delete'), 'deletePod')
+    c.upsert(deleting(p, 1))
+    await until(() => core.deletes.length === 1, 'the final delete')
+    expect(Date.now() - started).toBeLessThan(2_500)
+    expect(provider.calls.filter((x) => x.op === 'delete').map((x) => x.grace)).toEqual([30, 1])
+    const last = core.statuses('web').at(-1)! as {phase: string; containerStatuses: {state: {terminated: {exitCode: number}}}[]}
+    expect(last.phase).toBe('Failed')
+    expect(last.containerStatuses[0].state.terminated.exitCode).toBe(137)
+  })
+
+  test('a pod that never started is deleted at once, without asking the provider to kill anything', async () => {
+    const {core, provider, c} = setup()
+    const p = deleting(pod('early'), 30)
+    c.upsert(p)
+    await until(() => core.deletes.length === 1, 'the final delete', 1_000)
+    expect(provider.calls).toEqual([])
+  })
+
+  test('force delete (object gone, grace 0) still kills the processes; nothing is written for a pod that is gone', async () => {
+    const {core, provider, c} = setup()
+    const p = pod('web', {env: {TEST_IGNORE_TERM: '1'}})
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    const gone = deleting(p, 0)
+    c.delete(gone)
+    await until(() => provider.calls.some((x) => x.op === 'cleanup'), 'kill and cleanup', 3_000)
+    expect(provider.calls.find((x) => x.op === 'delete')).toMatchObject({grace: 1})
+    expect(provider.runningContainers).toBe(0)
+    expect(core.patches).toHaveLength(1)
+    expect(core.deletes).toHaveLength(0)
+    expect(c.status.size).toBe(0)
+    expect(c.workers.size).toBe(0)
+  })
+
+  test('deletePod answering NotFound still completes the deletion; a failing one is retried', async () => {
+    const {core, provider, c} = setup()
+    const p = pod('web')
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    provider.failNextDelete.push(unavailable('busy'))
+    provider.deleteAnswersNotFound = true
+    c.upsert(deleting(p, 5))
+    await until(() => core.deletes.length === 1, 'the final delete', 4_000)
+    expect(provider.calls.filter((x) => x.op === 'delete').length).toBe(2)
+    const last = core.statuses('web').at(-1) as {phase: string; containerStatuses: {state: {terminated: {reason: string; exitCode: number}}}[]}
+    expect(last.phase).toBe('Failed')
+    expect(last.containerStatuses[0].state.terminated).toMatchObject({reason: 'ContainerStatusUnknown', exitCode: 137})
+  })
+
+  test('processes that vanished from the provider: Failed, containers ContainerStatusUnknown exit 137', async () => {
+    const {core, provider, c} = setup({resyncIntervalMs: 50})
+    const p = pod('web')
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    provider.vanish('ns', 'web')
+    await until(() => core.statuses('web').at(-1)!.phase === 'Failed', 'Failed')
+    const last = core.statuses('web').at(-1) as {containerStatuses: {state: {terminated: {reason: string; exitCode: number}}}[]}
+    expect(last.containerStatuses[0].state.terminated).toMatchObject({reason: 'ContainerStatusUnknown', exitCode: 137})
+    expect(core.deletes).toHaveLength(0)
+  })
+
+  test('a pod that completes (restartPolicy Never) is written Succeeded once and never leaves it', async () => {
+    const {core, c} = setup()
+    const p = pod('job', {policy: 'Never', env: {TEST_RUN_MS: '100'}})
+    c.upsert(p)
+    await until(() => core.statuses('job').at(-1)?.phase === 'Succeeded', 'Succeeded')
+    await c.settled()
+    const phases = core.statuses('job').map((s) => s.phase)
+    expect(phases).toEqual(['Running', 'Succeeded'])
+    c.upsert({...p, metadata: {...p.metadata, labels: {edited: 'yes'}}, status: {phase: 'Succeeded'}})
+    await c.settled()
+    await new Promise((r) => setTimeout(r, 60))
+    expect(core.statuses('job').map((s) => s.phase)).toEqual(['Running', 'Succeeded'])
+  })
+
+  test('admission rejection: Failed with the reason, `Pod was rejected: ...`, a Warning event, and no provider call', async () => {
+    const {core, provider, c, events} = setup()
+    c.upsert(pod('big', {cpu: '8'}))
+    await until(() => core.patches.length === 1, 'the rejection status')
+    await c.settled()
+    expect(core.patches[0].body.status).toMatchObject({phase: 'Failed', reason: 'OutOfcpu', message: "Pod was rejected: Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000"})
+    expect(events).toContainEqual({type: 'Warning', reason: 'OutOfcpu', message: "Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000"})
+    expect(provider.calls).toEqual([])
+  })
+
+  test('a pod reusing the name of one still terminating starts only after it is done', async () => {
+    const {core, provider, c} = setup()
+    const old = pod('db-0', {env: {TEST_TERM_EXIT_MS: '300'}})
+    c.upsert(old)
+    await until(() => core.patches.length === 1, 'Running')
+    c.delete(deleting(old, 0)) // force deleted: the object is gone at once
+    const next = pod('db-0')
+    c.upsert(next)
+    await until(() => provider.calls.filter((x) => x.op === 'create').length === 2, 'the second create')
+    const kill = provider.calls.find((x) => x.op === 'delete')!
+    const create2 = provider.calls.filter((x) => x.op === 'create')[1]
+    expect(create2.uid).toBe(next.metadata!.uid)
+    expect(create2.at - kill.at).toBeGreaterThanOrEqual(280)
+  })
+
+  test('the status map returns to empty after a 50-pod create/delete round', async () => {
+    const {core, provider, c} = setup()
+    const pods = Array.from({length: 50}, (_, i) => pod(`p${i}`))
+    for (const p of pods) c.upsert(p)
+    await until(() => core.patches.length >= 50, 'all Running')
+    for (const p of pods) c.upsert(deleting(p, 30))
+    await until(() => core.deletes.length === 50, 'all deleted')
+    for (const p of pods) c.delete(deleting(p, 30))
+    await c.settled()
+    expect(c.status.size).toBe(0)
+    expect(c.workers.size).toBe(0)
+    expect(provider.size).toBe(0)
+    expect(provider.timers).toBe(0)
+  })
+
+  test('node shutdown: pods end Failed with reason Terminated and a DisruptionTarget condition, within the bounded grace', async () => {
+    const {core, c} = setup()
+    c.upsert(pod('web', {env: {TEST_IGNORE_TERM: '1'}}))
+    await until(() => core.patches.length === 1, 'Running')
+    const started = Date.now()
+    expect(await c.shutdown(1)).toBe(true)
+    expect(Date.now() - started).toBeLessThan(2_000)
+    const last = core.statuses('web').at(-1) as {phase: string; reason: string; conditions: {type: string; status: string; reason: string}[]}
+    expect(last).toMatchObject({phase: 'Failed', reason: 'Terminated'})
+    expect(last.conditions).toContainEqual(expect.objectContaining({type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet'}))
+  })
+})
+
+describe('pod worker mechanics', () => {
+  test('the pending slot keeps the newest pod, never drops a kill, and keeps the shortest grace override', () => {
+    const p1 = pod('a')
+    const p2 = pod('a')
+    const m = mergeUpdates({type: 'kill', pod: p1, gracePeriodOverride: 10}, {type: 'update', pod: p2, gracePeriodOverride: 20})
+    expect(m).toMatchObject({type: 'kill', pod: p2, gracePeriodOverride: 10})
+  })
+
+  test('effective grace: deletion grace, else spec; only shrinks; at least 1 s', () => {
+    const host = {provider: new TestProvider(), status: {setStarting() {}, setSandboxReady() {}, setReported() {}, reportedTerminal: () => false, terminate: async () => {}}, event() {}, forget() {}}
+    const p = pod('a', {grace: 45})
+    const w = new PodWorker(host, {type: 'create', pod: deleting(p, 45)})
+    w.stop()
+    expect(w.effectiveGrace({type: 'update', pod: p})).toBe(45)
+    expect(w.effectiveGrace({type: 'update', pod: deleting(p, 60)})).toBe(45)
+    expect(w.effectiveGrace({type: 'update', pod: deleting(p, 10)})).toBe(10)
+    expect(w.effectiveGrace({type: 'kill', pod: p, gracePeriodOverride: 3})).toBe(3)
+    expect(w.effectiveGrace({type: 'update', pod: deleting(p, 0)})).toBe(1)
+  })
+})
