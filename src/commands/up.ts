@@ -38,6 +38,7 @@ export default class Up extends Command {
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
+    'shutdown-grace': Flags.integer({description: 'seconds the pods get to terminate when vnode stops', default: 30, min: 0}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
@@ -62,6 +63,7 @@ export default class Up extends Command {
       port: flags.port,
       stateDir: flags['state-dir'],
       reregister: !flags['no-reregister'],
+      shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
     })
