@@ -1,0 +1,155 @@
+// Shared pieces of the benchmark: a control plane, vnode processes, pod
+// factories and statistics. Everything is measured in one run, so ratios
+// compare like with like on a shared, noisy machine.
+import {execFileSync, spawn} from 'node:child_process'
+import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {dirname, join} from 'node:path'
+import {fileURLToPath} from 'node:url'
+import * as k8s from '@kubernetes/client-node'
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+export const cli = join(root, 'bin', 'kubectl-vnode')
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+export const CLK_TCK = 100
+
+export function percentile(values, p) {
+  if (values.length === 0) return NaN
+  const s = [...values].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
+}
+
+export function median(values) {
+  return percentile(values, 50)
+}
+
+/** A control plane of our own for the run, torn down at the end. */
+export function startCluster() {
+  const dir = mkdtempSync(join(tmpdir(), 'vnode-bench-'))
+  execFileSync(process.execPath, [cli, 'cluster', 'build'], {stdio: ['ignore', 'ignore', 'inherit']})
+  execFileSync(process.execPath, [cli, 'cluster', 'up', '--dir', join(dir, 'cluster'), '--port', '0'], {stdio: ['ignore', 'ignore', 'inherit']})
+  const kubeconfig = join(dir, 'cluster', 'kubeconfig')
+  const kc = new k8s.KubeConfig()
+  kc.loadFromFile(kubeconfig)
+  return {
+    dir,
+    kubeconfig,
+    kc,
+    core: kc.makeApiClient(k8s.CoreV1Api),
+    stop() {
+      execFileSync(process.execPath, [cli, 'cluster', 'down', '--dir', join(dir, 'cluster')], {stdio: 'ignore'})
+      rmSync(dir, {recursive: true, force: true})
+    },
+  }
+}
+
+/** CPU seconds and resident memory of a process, from /proc. */
+export function procUsage(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  const rss = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
+  return {cpuSeconds: (Number(f[11]) + Number(f[12])) / CLK_TCK, rssBytes: rss}
+}
+
+/** `kubectl vnode up` as a separate process; its JSON lines are kept. */
+export function startVnode(cluster, name, args = []) {
+  const stateDir = join(cluster.dir, 'nodes', name)
+  const child = spawn(process.execPath, [cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  const lines = []
+  let buf = ''
+  child.stdout.on('data', (d) => {
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      try {
+        lines.push(JSON.parse(buf.slice(0, i)))
+      } catch {
+        /* not JSON */
+      }
+      buf = buf.slice(i + 1)
+    }
+  })
+  let stderr = ''
+  child.stderr.on('data', (d) => (stderr += d))
+  const exited = new Promise((r) => child.on('exit', (code) => r(code)))
+  return {
+    name,
+    child,
+    lines,
+    async ready(timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs
+      while (!lines.some((l) => l.kind === 'step' && l.step === 'ready')) {
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`vnode ${name} not ready: ${stderr}`)
+        await sleep(50)
+      }
+    },
+    /** The request counters, asked for with SIGUSR2. */
+    async stats() {
+      const before = lines.filter((l) => l.kind === 'stats').length
+      child.kill('SIGUSR2')
+      const deadline = Date.now() + 5000
+      while (lines.filter((l) => l.kind === 'stats').length === before) {
+        if (Date.now() > deadline) throw new Error('no stats line')
+        await sleep(20)
+      }
+      return lines.filter((l) => l.kind === 'stats').at(-1).summary
+    },
+    usage: () => procUsage(child.pid),
+    async stop() {
+      child.kill('SIGTERM')
+      return exited
+    },
+  }
+}
+
+export function sleeperPod(name, nodeName, extra = {}) {
+  return {
+    metadata: {name, labels: {bench: 'true'}},
+    spec: {
+      nodeName,
+      terminationGracePeriodSeconds: 30,
+      tolerations: [{key: 'virtual-kubelet.io/provider', operator: 'Exists'}],
+      containers: [{name: 'c', image: 'sleep', command: ['sleep', '3600']}],
+      ...extra,
+    },
+  }
+}
+
+/**
+ * Watches the pods of a namespace and records, per pod, when all containers
+ * were first seen started and when the pod was first seen gone.
+ */
+export async function podObserver(kc, namespace) {
+  const started = new Map()
+  const gone = new Map()
+  const deleting = new Map()
+  const watch = new k8s.Watch(kc)
+  const ctl = await watch.watch(
+    `/api/v1/namespaces/${namespace}/pods`,
+    {allowWatchBookmarks: false},
+    (type, pod) => {
+      const name = pod.metadata.name
+      const now = performance.now()
+      if (type === 'DELETED') {
+        if (!gone.has(name)) gone.set(name, now)
+        return
+      }
+      if (pod.metadata.deletionTimestamp && !deleting.has(name)) deleting.set(name, now)
+      const cs = pod.status?.containerStatuses ?? []
+      if (!started.has(name) && cs.length > 0 && cs.every((c) => c.state?.running)) started.set(name, now)
+    },
+    () => undefined,
+  )
+  return {started, gone, deleting, stop: () => ctl.abort()}
+}
+
+export async function waitUntil(fn, what, timeoutMs) {
+  const deadline = Date.now() + timeoutMs
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(50)
+  }
+}
