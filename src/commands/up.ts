@@ -37,6 +37,9 @@ export default class Up extends Command {
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
+    'anonymous-auth': Flags.boolean({description: 'kubelet API: serve unauthenticated requests as system:anonymous (still authorized)', default: false}),
+    'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
+    'client-ca-file': Flags.string({description: 'kubelet API: CA bundle for client certificates (default: the kubeconfig cluster CA)'}),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -60,6 +63,9 @@ export default class Up extends Command {
       port: flags.port,
       stateDir: flags['state-dir'],
       reregister: !flags['no-reregister'],
+      anonymousAuth: flags['anonymous-auth'],
+      authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
+      clientCaFile: flags['client-ca-file'],
     })
     const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
     let stopping: Promise<void> | undefined

@@ -1,7 +1,7 @@
 import type {V1Taint} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
-import {homedir} from 'node:os'
+import {homedir, hostname} from 'node:os'
 import {join} from 'node:path'
 import {freePort, portOr} from '../cluster/ports.js'
 import {UserError} from '../errors.js'
@@ -15,6 +15,12 @@ import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
+import type {AuthorizationMode} from './server/auth.js'
+import {loadClientCa} from './server/client-ca.js'
+import {apiReviewer} from './server/review-api.js'
+import {KubeletServer} from './server/server.js'
+import type {KubeletSources} from './server/sources.js'
+import {isDnsSubdomain} from './server/validate.js'
 
 export const DefaultKubeletPort = 10250
 
@@ -32,6 +38,14 @@ export interface EmulatorOptions extends KubeOptions {
   reregister?: boolean
   leaseRenewIntervalMs?: number
   statusCheckIntervalMs?: number
+  /** Kubelet API: let unauthenticated requests through as system:anonymous (default false). */
+  anonymousAuth?: boolean
+  /** Kubelet API: Webhook (SubjectAccessReview, the default) or AlwaysAllow. */
+  authorizationMode?: AuthorizationMode
+  /** Kubelet API: CA for client certificates (default: the kubeconfig's cluster CA). */
+  clientCaFile?: string
+  /** What the kubelet API serves; until the pod core provides them, the node has no pods. */
+  kubelet?: Partial<KubeletSources>
 }
 
 export type StartupStep = 'connect' | 'register' | 'ready'
@@ -66,6 +80,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private recorder!: EventRecorder
   private nodeController!: NodeController
   private lease!: LeaseController
+  private kubeletServer: KubeletServer | undefined
   private readonly abort = new AbortController()
   private loops: Promise<void>[] = []
   readonly startedAt = new Date()
@@ -143,6 +158,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     })
     const node = await this.nodeController.register(this.abort.signal)
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
+    await this.startKubeletServer(config)
     void this.recorder.record(this.nodeController.ref, 'Normal', 'Starting', 'Starting vnode.')
     this.lease = new LeaseController(this.clients.coordination, {name: this.opts.name, uid: node.metadata!.uid!}, {
       renewIntervalMs: this.opts.leaseRenewIntervalMs,
@@ -160,6 +176,24 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await this.nodeController.syncStatus(true)
     this.loops.push(this.lease.run(this.abort.signal), this.nodeController.run(this.abort.signal))
     this.emit('step', 'ready', `node ${this.opts.name} is Ready`)
+  }
+
+  /** The kubelet HTTPS API on the port the node advertises. */
+  private async startKubeletServer(config: NodeSpecConfig): Promise<void> {
+    const o = this.opts
+    const host = hostname().toLowerCase()
+    this.kubeletServer = new KubeletServer({
+      nodeName: o.name,
+      port: config.port,
+      stateDir: this.stateDir,
+      sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
+      sources: {pods: () => [], ...o.kubelet},
+      anonymousAuth: o.anonymousAuth ?? false,
+      authorizationMode: o.authorizationMode ?? 'Webhook',
+      clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
+      reviewer: apiReviewer(this.clients.authentication, this.clients.authorization),
+    })
+    await this.kubeletServer.start()
   }
 
   private async connect(): Promise<void> {
@@ -181,6 +215,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.abort.abort()
     await Promise.allSettled(this.loops)
     this.loops = []
+    await this.kubeletServer?.stop()
+    this.kubeletServer = undefined
     if (!this.nodeController) return
     try {
       if (opts.rm) {
