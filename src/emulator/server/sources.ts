@@ -36,7 +36,7 @@ export type UsageSource = () => PodUsage[]
 
 export interface KubeletSources {
   pods: PodLister
-  /** Default: a pod whose usage reports a live pid, or whose status has a running container. */
+  /** Default: defaultRunningCheck(usage). */
   isRunning?: RunningCheck
   /** Default: no pods report usage (the node's own usage is still read from /proc). */
   usage?: UsageSource
@@ -46,13 +46,16 @@ export function podKey(namespace: string, name: string): string {
   return `${namespace}/${name}`
 }
 
-/** The default running-check: a live pid from the usage source, otherwise the last known status. */
+/**
+ * The default running-check: with a usage source, a pod is running when one
+ * of its containers has a live pid there; without one, when its last known
+ * status has a running container.
+ */
 export function defaultRunningCheck(usage: UsageSource | undefined): RunningCheck {
   return (pod) => {
+    if (!usage) return (pod.status?.containerStatuses ?? []).some((s) => s.state?.running !== undefined)
     const ns = pod.metadata?.namespace ?? ''
     const name = pod.metadata?.name ?? ''
-    const u = usage?.().find((p) => p.namespace === ns && p.name === name)
-    if (u) return u.containers.some((c) => c.pid !== undefined)
-    return (pod.status?.containerStatuses ?? []).some((s) => s.state?.running !== undefined)
+    return usage().some((p) => p.namespace === ns && p.name === name && p.containers.some((c) => c.pid !== undefined))
   }
 }
