@@ -141,13 +141,15 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
     expect(samples.get('resource_scrape_error')).toBe(0)
   })
 
-  test('kubectl logs: plain, --tail, --timestamps, --since, --previous', async () => {
+  test('kubectl logs: plain, --tail, --timestamps, --since, --since-time, --limit-bytes, --previous', async () => {
     const plain = await kubectl(['logs', 'web', '-n', ns])
     expect(plain).toMatchObject({exitCode: 0, stdout: 'two hours ago\nhello from web\na warning\nlast line'})
     expect((await kubectl(['logs', 'web', '-n', ns, '--tail=2'])).stdout).toBe('a warning\nlast line')
     const ts = await kubectl(['logs', 'web', '-n', ns, '--timestamps', '--tail=1'])
     expect(ts.stdout).toBe(`${lastAt.toISOString()} last line`)
     expect((await kubectl(['logs', 'web', '-n', ns, '--since=1h'])).stdout).toBe('hello from web\na warning\nlast line')
+    expect((await kubectl(['logs', 'web', '-n', ns, `--since-time=${new Date(now - 45_000).toISOString()}`])).stdout).toBe('a warning\nlast line')
+    expect((await kubectl(['logs', 'web', '-n', ns, '--limit-bytes=8'])).stdout).toBe('two hour')
     const prev = await kubectl(['logs', 'web', '-n', ns, '--previous'])
     expect(prev).toMatchObject({exitCode: 0, stdout: 'previous instance line\nprevious instance died'})
     expect((await kubectl(['logs', 'solo', '-n', ns])).stdout).toBe('solo says hi')

@@ -9,7 +9,7 @@ import {LogOptionsError, parseLogOptions} from './log-options.js'
 import {readLogFile} from './log-reader.js'
 import {MetricsContentType, resourceMetrics} from './metrics.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
-import {defaultRunningCheck, type KubeletSources} from './sources.js'
+import {defaultRunningCheck, type KubeletSources, type PodUsage} from './sources.js'
 import {ensureServingCert, type ServingCert} from './serving-cert.js'
 import {metaTime, SummaryBuilder} from './summary.js'
 import {nameProblem, pathSegments} from './validate.js'
@@ -192,7 +192,7 @@ export class KubeletServer {
     } catch {
       failed = true
     }
-    let usage: ReturnType<NonNullable<KubeletSources['usage']>> = []
+    let usage: PodUsage[] = []
     try {
       usage = this.opts.sources.usage?.() ?? []
     } catch {
