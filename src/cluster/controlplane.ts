@@ -247,6 +247,8 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       `--service-account-key-file=${pki.sa.pub}`, `--service-account-signing-key-file=${pki.sa.key}`,
       `--service-cluster-ip-range=${ServiceClusterIpRange}`, '--authorization-mode=Node,RBAC',
+      // kubeadm's order: a node's Hostname often resolves to loopback, which the API server refuses to proxy to.
+      '--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname',
       '--allow-privileged=true', '--profiling=false', '--v=0',
     ],
     'kube-controller-manager': [

@@ -40,6 +40,9 @@ export default class Up extends Command {
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
     'shutdown-grace': Flags.integer({description: 'seconds the pods get to terminate when vnode stops', default: 30, min: 0}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
+    'anonymous-auth': Flags.boolean({description: 'kubelet API: serve unauthenticated requests as system:anonymous (still authorized)', default: false}),
+    'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
+    'client-ca-file': Flags.string({description: 'kubelet API: CA bundle for client certificates (default: the kubeconfig cluster CA)'}),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -66,6 +69,9 @@ export default class Up extends Command {
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
+      anonymousAuth: flags['anonymous-auth'],
+      authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
+      clientCaFile: flags['client-ca-file'],
     })
     const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
     let stopping: Promise<void> | undefined

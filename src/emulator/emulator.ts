@@ -1,7 +1,7 @@
 import type {V1Node, V1Pod, V1Taint} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
-import {homedir} from 'node:os'
+import {homedir, hostname} from 'node:os'
 import {join} from 'node:path'
 import {freePort, portOr} from '../cluster/ports.js'
 import {UserError} from '../errors.js'
@@ -19,6 +19,12 @@ import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
+import type {AuthorizationMode} from './server/auth.js'
+import {loadClientCa} from './server/client-ca.js'
+import {apiReviewer} from './server/review-api.js'
+import {KubeletServer} from './server/server.js'
+import type {KubeletSources} from './server/sources.js'
+import {isDnsSubdomain} from './server/validate.js'
 
 export const DefaultKubeletPort = 10250
 
@@ -43,6 +49,14 @@ export interface EmulatorOptions extends KubeOptions {
   /** Pod timing overrides (tests). */
   podResyncIntervalMs?: number
   podStatusCoalesceMs?: number
+  /** Kubelet API: let unauthenticated requests through as system:anonymous (default false). */
+  anonymousAuth?: boolean
+  /** Kubelet API: Webhook (SubjectAccessReview, the default) or AlwaysAllow. */
+  authorizationMode?: AuthorizationMode
+  /** Kubelet API: CA for client certificates (default: the kubeconfig's cluster CA). */
+  clientCaFile?: string
+  /** What the kubelet API serves; until the pod core provides them, the node has no pods. */
+  kubelet?: Partial<KubeletSources>
 }
 
 /** How long stop() lets pods terminate at most (each within its own grace). */
@@ -100,6 +114,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private provider: PodLifecycleHandler | undefined
   private podController: PodController | undefined
   private nodeIP = ''
+  private kubeletServer: KubeletServer | undefined
   private readonly abort = new AbortController()
   private loops: Promise<void>[] = []
   readonly startedAt = new Date()
@@ -201,6 +216,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     })
     const node = await this.nodeController.register(this.abort.signal)
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
+    await this.startKubeletServer(config)
     void this.recorder.record(this.nodeController.ref, 'Normal', 'Starting', 'Starting vnode.')
     this.lease = new LeaseController(this.clients.coordination, {name: this.opts.name, uid: node.metadata!.uid!}, {
       renewIntervalMs: this.opts.leaseRenewIntervalMs,
@@ -311,6 +327,24 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await provider?.close?.()
   }
 
+  /** The kubelet HTTPS API on the port the node advertises. */
+  private async startKubeletServer(config: NodeSpecConfig): Promise<void> {
+    const o = this.opts
+    const host = hostname().toLowerCase()
+    this.kubeletServer = new KubeletServer({
+      nodeName: o.name,
+      port: config.port,
+      stateDir: this.stateDir,
+      sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
+      sources: {pods: () => this.pods(), ...o.kubelet},
+      anonymousAuth: o.anonymousAuth ?? false,
+      authorizationMode: o.authorizationMode ?? 'Webhook',
+      clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
+      reviewer: apiReviewer(this.clients.authentication, this.clients.authorization),
+    })
+    await this.kubeletServer.start()
+  }
+
   private async connect(): Promise<void> {
     const {k8s, kc} = this.clients
     try {
@@ -337,6 +371,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await Promise.allSettled(this.loops)
     this.loops = []
     if (this.readyAt) this.emit('stopped', this.summary())
+    await this.kubeletServer?.stop()
+    this.kubeletServer = undefined
     if (!this.nodeController) return
     try {
       if (opts.rm) {

@@ -49,6 +49,10 @@ export interface KubeClients {
   kc: k8s.KubeConfig
   core: k8s.CoreV1Api
   coordination: k8s.CoordinationV1Api
+  /** TokenReview, for the kubelet API's bearer-token authentication. */
+  authentication: k8s.AuthenticationV1Api
+  /** SubjectAccessReview, for the kubelet API's authorization. */
+  authorization: k8s.AuthorizationV1Api
   server: string
   counter: RequestCounter
 }
@@ -113,6 +117,8 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
     kc,
     core: new lib.CoreV1Api(config),
     coordination: new lib.CoordinationV1Api(config),
+    authentication: new lib.AuthenticationV1Api(config),
+    authorization: new lib.AuthorizationV1Api(config),
     server,
     counter,
   }

@@ -1,0 +1,61 @@
+import type {V1Pod} from '@kubernetes/client-node'
+
+/**
+ * What the kubelet API needs from the rest of the node, as small functions so
+ * the server depends on no particular pod core or runtime. All are called on
+ * each request and must be cheap and synchronous.
+ */
+
+/** The node's pods as last known, with their status (the kubelet's pod manager view). */
+export type PodLister = () => V1Pod[]
+
+/** Whether any process of the pod is alive (the kubelet's runtime cache view, for /runningpods/). */
+export type RunningCheck = (pod: V1Pod) => boolean
+
+export interface ContainerUsage {
+  name: string
+  /** Cumulative CPU time of the container's processes (user + system), in core-seconds. */
+  cpuSeconds: number
+  /** Current working set (resident memory) of the container's processes, in bytes. */
+  memoryBytes: number
+  /** The main process, when one is alive. */
+  pid?: number
+  /** When this instance of the container started. */
+  startTime?: Date
+}
+
+export interface PodUsage {
+  namespace: string
+  name: string
+  uid: string
+  containers: ContainerUsage[]
+}
+
+/** Per pod and container resource usage, measured by the process runtime. */
+export type UsageSource = () => PodUsage[]
+
+export interface KubeletSources {
+  pods: PodLister
+  /** Default: defaultRunningCheck(usage). */
+  isRunning?: RunningCheck
+  /** Default: no pods report usage (the node's own usage is still read from /proc). */
+  usage?: UsageSource
+}
+
+export function podKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`
+}
+
+/**
+ * The default running-check: with a usage source, a pod is running when one
+ * of its containers has a live pid there; without one, when its last known
+ * status has a running container.
+ */
+export function defaultRunningCheck(usage: UsageSource | undefined): RunningCheck {
+  return (pod) => {
+    if (!usage) return (pod.status?.containerStatuses ?? []).some((s) => s.state?.running !== undefined)
+    const ns = pod.metadata?.namespace ?? ''
+    const name = pod.metadata?.name ?? ''
+    return usage().some((p) => p.namespace === ns && p.name === name && p.containers.some((c) => c.pid !== undefined))
+  }
+}
