@@ -117,6 +117,28 @@ describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBac
   })
 })
 
+describeE2e('runtime: spec updates', () => {
+  const h = new RuntimeHarness()
+  beforeAll(() => h.setUp())
+  afterAll(() => h.tearDown())
+
+  test('a changed image restarts its container at once (Killing "definition changed"); other containers keep running', async () => {
+    const pod = await h.run({
+      metadata: {name: 'upd'},
+      spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('a', 'setInterval(()=>{},1000)'), nodeContainer('b', 'setInterval(()=>{},1000)')]},
+    })
+    await h.waitContainer('upd', 'a', (c) => !!c.state?.running, 'a running')
+    const b0 = (await h.waitContainer('upd', 'b', (c) => !!c.state?.running, 'b running')).containerID
+    const updated = structuredClone(pod)
+    updated.spec!.containers[0].image = 'node:next'
+    await h.provider.updatePod(updated)
+    const a = await h.waitContainer('upd', 'a', (c) => c.restartCount === 1 && !!c.state?.running, 'a restarted', 10_000)
+    expect(a.image).toBe('node:next')
+    await h.waitEvent('upd', (e) => e.reason === 'Killing' && e.message === 'Container a definition changed, will be restarted', 'Killing a')
+    expect(h.container('upd', 'b')).toMatchObject({restartCount: 0, containerID: b0})
+  })
+})
+
 describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
   const h = new RuntimeHarness()
   beforeAll(() => h.setUp())
