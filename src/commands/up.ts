@@ -35,6 +35,7 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
+    images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),

@@ -1,0 +1,350 @@
+import type {CoreV1Api, V1ConfigMap, V1Container, V1Pod, V1Secret, V1Service} from '@kubernetes/client-node'
+import {homedir} from 'node:os'
+import {describeApiError, isNotFound} from '../kube/errors.js'
+import {parseQuantity} from '../quantity.js'
+import {expand, mappingFor} from './expansion.js'
+
+/**
+ * The only PATH a container gets unless its spec or image map sets one: the
+ * container runtimes' default. Nothing of vnode's own environment (its PATH,
+ * KUBECONFIG, tokens, proxies) is passed on.
+ */
+export const DefaultContainerPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+
+/** An event the env resolution wants recorded on the pod (virtual-kubelet reasons). */
+export interface EnvEvent {
+  type: 'Warning'
+  reason: string
+  message: string
+}
+
+export type EnvResult =
+  | {ok: true; env: Record<string, string>; events: EnvEvent[]}
+  /** A mandatory reference is missing: the container waits with CreateContainerConfigError and this message. */
+  | {ok: false; message: string; events: EnvEvent[]}
+
+export interface NodeFacts {
+  nodeName: string
+  nodeIP: string
+  /** Allocatable CPU cores and memory bytes: what resourceFieldRef reports for an unset limit. */
+  cpuCores: number
+  memoryBytes: number
+  ephemeralStorageBytes: number
+}
+
+export interface EnvInput {
+  pod: V1Pod
+  container: V1Container
+  node: NodeFacts
+  core: CoreV1Api
+  /** Runtime variables (VNODE_VOLUME_ROOT, ...): visible to $(VAR) expansion, overridable by the spec. */
+  runtime: Record<string, string>
+  /** Env from the image map: below everything the spec sets. */
+  image?: Record<string, string>
+}
+
+class MissingReference extends Error {}
+
+/** Objects fetched once per resolution, so a ConfigMap used by several vars is read once. */
+class ObjectCache {
+  private readonly configMaps = new Map<string, V1ConfigMap | null>()
+  private readonly secrets = new Map<string, V1Secret | null>()
+  constructor(
+    private readonly core: CoreV1Api,
+    private readonly namespace: string,
+  ) {}
+
+  /** The ConfigMap, or null when it does not exist; other API errors throw. */
+  async configMap(name: string): Promise<V1ConfigMap | null> {
+    if (!this.configMaps.has(name)) this.configMaps.set(name, await orNull(this.core.readNamespacedConfigMap({name, namespace: this.namespace})))
+    return this.configMaps.get(name)!
+  }
+
+  async secret(name: string): Promise<V1Secret | null> {
+    if (!this.secrets.has(name)) this.secrets.set(name, await orNull(this.core.readNamespacedSecret({name, namespace: this.namespace})))
+    return this.secrets.get(name)!
+  }
+}
+
+async function orNull<T>(p: Promise<T>): Promise<T | null> {
+  try {
+    return await p
+  } catch (error) {
+    if (isNotFound(error)) return null
+    throw new MissingReference(describeApiError(error))
+  }
+}
+
+export function configMapData(cm: V1ConfigMap): Record<string, string> {
+  const out: Record<string, string> = {...cm.data}
+  for (const [k, v] of Object.entries(cm.binaryData ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8')
+  return out
+}
+
+export function secretData(s: V1Secret): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8')
+  for (const [k, v] of Object.entries(s.stringData ?? {})) out[k] = v
+  return out
+}
+
+/** The base every container starts from: a minimal PATH and HOME, HOSTNAME = pod name, plus the runtime's own vars. */
+export function baseEnv(pod: V1Pod, runtime: Record<string, string>): Record<string, string> {
+  return {PATH: DefaultContainerPath, HOME: homedir(), HOSTNAME: pod.spec?.hostname ?? pod.metadata?.name ?? '', ...runtime}
+}
+
+/**
+ * The container's environment, built from scratch as the kubelet does
+ * (makeEnvironmentVariables): service links first, then envFrom, then env in
+ * order with $(VAR) expansion against what came before.
+ */
+export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
+  const {pod, container, core} = input
+  const namespace = pod.metadata?.namespace ?? 'default'
+  const events: EnvEvent[] = []
+  const cache = new ObjectCache(core, namespace)
+  try {
+    const serviceEnv = await serviceEnvVars(core, namespace, pod.spec?.enableServiceLinks !== false)
+    const tmp = new Map<string, string>()
+    for (const source of container.envFrom ?? []) await addEnvFrom(source, tmp, cache, namespace, events)
+    const base = baseEnv(pod, input.runtime)
+    const mapping = mappingFor(tmp, serviceEnv, input.runtime)
+    for (const v of container.env ?? []) {
+      if (v.value !== undefined && v.value !== '') {
+        tmp.set(v.name, expand(v.value, mapping))
+      } else if (v.valueFrom) {
+        const value = await valueFrom(v.name, v.valueFrom, pod, container, input.node, cache, namespace, events)
+        if (value !== undefined) tmp.set(v.name, value)
+      } else {
+        tmp.set(v.name, '')
+      }
+    }
+    const env: Record<string, string> = {...base, ...input.image}
+    for (const [k, v] of serviceEnv) env[k] = v
+    for (const [k, v] of tmp) env[k] = v
+    return {ok: true, env, events}
+  } catch (error) {
+    if (error instanceof MissingReference) return {ok: false, message: error.message, events}
+    throw error
+  }
+}
+
+async function addEnvFrom(
+  source: NonNullable<V1Container['envFrom']>[number],
+  tmp: Map<string, string>,
+  cache: ObjectCache,
+  namespace: string,
+  events: EnvEvent[],
+): Promise<void> {
+  const prefix = source.prefix ?? ''
+  let data: Record<string, string>
+  let what: string
+  if (source.configMapRef) {
+    const {name, optional} = source.configMapRef
+    what = `configMap ${namespace}/${name}`
+    const cm = await cache.configMap(name ?? '')
+    if (!cm) {
+      if (optional) {
+        events.push({type: 'Warning', reason: 'OptionalConfigMapNotFound', message: `configmap "${name}" not found`})
+        return
+      }
+      events.push({type: 'Warning', reason: 'MandatoryConfigMapNotFound', message: `configmap "${name}" not found`})
+      throw new MissingReference(`configmap "${name}" not found`)
+    }
+    data = configMapData(cm)
+  } else if (source.secretRef) {
+    const {name, optional} = source.secretRef
+    what = `secret ${namespace}/${name}`
+    const s = await cache.secret(name ?? '')
+    if (!s) {
+      if (optional) {
+        events.push({type: 'Warning', reason: 'OptionalSecretNotFound', message: `secret "${name}" not found`})
+        return
+      }
+      events.push({type: 'Warning', reason: 'MandatorySecretNotFound', message: `secret "${name}" not found`})
+      throw new MissingReference(`secret "${name}" not found`)
+    }
+    data = secretData(s)
+  } else {
+    return
+  }
+  const invalid: string[] = []
+  for (const [k, v] of Object.entries(data)) {
+    const name = prefix + k
+    if (!isValidEnvName(name)) invalid.push(name)
+    else tmp.set(name, v)
+  }
+  if (invalid.length > 0) {
+    invalid.sort()
+    events.push({
+      type: 'Warning',
+      reason: 'InvalidEnvironmentVariableNames',
+      message: `Keys [${invalid.join(', ')}] from the EnvFrom ${what} were skipped since they are considered invalid environment variable names.`,
+    })
+  }
+}
+
+/** Relaxed validation (Kubernetes 1.32+): any printable ASCII except '='. */
+export function isValidEnvName(name: string): boolean {
+  return name.length > 0 && /^[\x20-\x7e]+$/.test(name) && !name.includes('=')
+}
+
+async function valueFrom(
+  varName: string,
+  from: NonNullable<NonNullable<V1Container['env']>[number]['valueFrom']>,
+  pod: V1Pod,
+  container: V1Container,
+  node: NodeFacts,
+  cache: ObjectCache,
+  namespace: string,
+  events: EnvEvent[],
+): Promise<string | undefined> {
+  if (from.configMapKeyRef) {
+    const {name, key, optional} = from.configMapKeyRef
+    const cm = await cache.configMap(name ?? '')
+    if (!cm) {
+      events.push({type: 'Warning', reason: optional ? 'OptionalConfigMapNotFound' : 'MandatoryConfigMapNotFound', message: `configmap "${name}" not found`})
+      if (optional) return undefined
+      throw new MissingReference(`configmap "${name}" not found`)
+    }
+    const data = configMapData(cm)
+    if (!Object.hasOwn(data, key)) {
+      events.push({type: 'Warning', reason: optional ? 'OptionalConfigMapKeyNotFound' : 'MandatoryConfigMapKeyNotFound', message: `key "${key}" not found in configmap "${name}"`})
+      if (optional) return undefined
+      throw new MissingReference(`couldn't find key ${key} in ConfigMap ${namespace}/${name}`)
+    }
+    return data[key]
+  }
+  if (from.secretKeyRef) {
+    const {name, key, optional} = from.secretKeyRef
+    const s = await cache.secret(name ?? '')
+    if (!s) {
+      events.push({type: 'Warning', reason: optional ? 'OptionalSecretNotFound' : 'MandatorySecretNotFound', message: `secret "${name}" not found`})
+      if (optional) return undefined
+      throw new MissingReference(`secret "${name}" not found`)
+    }
+    const data = secretData(s)
+    if (!Object.hasOwn(data, key)) {
+      events.push({type: 'Warning', reason: optional ? 'OptionalSecretKeyNotFound' : 'MandatorySecretKeyNotFound', message: `key "${key}" not found in secret "${name}"`})
+      if (optional) return undefined
+      throw new MissingReference(`couldn't find key ${key} in Secret ${namespace}/${name}`)
+    }
+    return data[key]
+  }
+  if (from.fieldRef) {
+    const value = podFieldValue(pod, from.fieldRef.fieldPath, node)
+    if (value === undefined) throw new MissingReference(`unsupported fieldPath "${from.fieldRef.fieldPath}" for env var ${varName}`)
+    return value
+  }
+  if (from.resourceFieldRef) {
+    const ref = from.resourceFieldRef
+    const target = ref.containerName ? findContainer(pod, ref.containerName) : container
+    if (!target) throw new MissingReference(`resourceFieldRef of env var ${varName}: container "${ref.containerName}" not found`)
+    const value = resourceFieldValue(target, ref.resource, ref.divisor, node)
+    if (value === undefined) throw new MissingReference(`unsupported resource "${ref.resource}" for env var ${varName}`)
+    return value
+  }
+  return ''
+}
+
+function findContainer(pod: V1Pod, name: string): V1Container | undefined {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((c) => c.name === name)
+}
+
+/** Every pod is host-network on a process node: its IP is the node's. */
+export function podFieldValue(pod: V1Pod, fieldPath: string, node: NodeFacts): string | undefined {
+  const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(fieldPath)
+  if (m) return (m[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations)?.[m[2]] ?? ''
+  switch (fieldPath) {
+    case 'metadata.name':
+      return pod.metadata?.name ?? ''
+    case 'metadata.namespace':
+      return pod.metadata?.namespace ?? ''
+    case 'metadata.uid':
+      return pod.metadata?.uid ?? ''
+    case 'metadata.labels':
+      return formatMap(pod.metadata?.labels)
+    case 'metadata.annotations':
+      return formatMap(pod.metadata?.annotations)
+    case 'spec.nodeName':
+      return pod.spec?.nodeName ?? node.nodeName
+    case 'spec.serviceAccountName':
+      return pod.spec?.serviceAccountName ?? ''
+    case 'status.hostIP':
+    case 'status.hostIPs':
+    case 'status.podIP':
+    case 'status.podIPs':
+      return node.nodeIP
+    default:
+      return undefined
+  }
+}
+
+/** The downward API's map format: sorted `key="value"` lines (value JSON-quoted as Go's %q). */
+export function formatMap(m: Record<string, string> | undefined): string {
+  return Object.keys(m ?? {})
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(m![k])}`)
+    .join('\n')
+}
+
+/** The kubelet's rounding: the ceiling of value / divisor; an unset limit is the node's allocatable. */
+export function resourceFieldValue(container: V1Container, resource: string, divisor: string | number | undefined, node: NodeFacts): string | undefined {
+  const [kind, name] = resource.split('.', 2) as ['limits' | 'requests', string]
+  if ((kind !== 'limits' && kind !== 'requests') || !['cpu', 'memory', 'ephemeral-storage'].includes(name)) return undefined
+  const set = container.resources?.[kind]?.[name]
+  const fallback = name === 'cpu' ? node.cpuCores : name === 'memory' ? node.memoryBytes : node.ephemeralStorageBytes
+  const limit = container.resources?.limits?.[name]
+  const raw = set !== undefined ? parseQuantity(set) : kind === 'limits' ? fallback : limit !== undefined ? parseQuantity(limit) : 0
+  const d = divisor === undefined || divisor === '' || divisor === '0' ? 1 : parseQuantity(divisor)
+  if (name === 'cpu') return String(Math.ceil(Math.round(raw * 1000) / Math.round(d * 1000)))
+  return String(Math.ceil(raw / d))
+}
+
+/** The Docker-link-style variables the kubelet derives from Services (pkg/kubelet/envvars). */
+export function serviceVariables(services: V1Service[]): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const s of services) {
+    const ip = s.spec?.clusterIP
+    const ports = s.spec?.ports ?? []
+    if (!ip || ip === 'None' || ports.length === 0) continue
+    const prefix = envName(s.metadata!.name!)
+    out.set(`${prefix}_SERVICE_HOST`, ip)
+    out.set(`${prefix}_SERVICE_PORT`, String(ports[0].port))
+    for (const p of ports) if (p.name) out.set(`${prefix}_SERVICE_PORT_${envName(p.name)}`, String(p.port))
+    ports.forEach((p, i) => {
+      const proto = (p.protocol ?? 'TCP').toUpperCase()
+      const url = `${proto.toLowerCase()}://${ip.includes(':') ? `[${ip}]` : ip}:${p.port}`
+      if (i === 0) out.set(`${prefix}_PORT`, url)
+      const pp = `${prefix}_PORT_${p.port}_${proto}`
+      out.set(pp, url)
+      out.set(`${pp}_PROTO`, proto.toLowerCase())
+      out.set(`${pp}_PORT`, String(p.port))
+      out.set(`${pp}_ADDR`, ip)
+    })
+  }
+  return out
+}
+
+function envName(name: string): string {
+  return name.toUpperCase().replaceAll('-', '_')
+}
+
+/**
+ * The `kubernetes` Service of the default namespace always; the pod's own
+ * namespace's Services when enableServiceLinks (the default).
+ */
+async function serviceEnvVars(core: CoreV1Api, namespace: string, links: boolean): Promise<Map<string, string>> {
+  const byName = new Map<string, V1Service>()
+  try {
+    if (links) for (const s of (await core.listNamespacedService({namespace})).items) byName.set(s.metadata!.name!, s)
+    if (!byName.has('kubernetes')) {
+      const master = await orNull(core.readNamespacedService({name: 'kubernetes', namespace: 'default'}))
+      if (master) byName.set('kubernetes', master)
+    }
+  } catch (error) {
+    if (error instanceof MissingReference) throw error
+    throw new MissingReference(describeApiError(error))
+  }
+  return serviceVariables([...byName.values()])
+}

@@ -1,0 +1,165 @@
+import {loadYaml, type V1Container} from '@kubernetes/client-node'
+import {createHash} from 'node:crypto'
+import {readFile} from 'node:fs/promises'
+import {isAbsolute} from 'node:path'
+import {invalidInput} from '../provider/errdefs.js'
+
+/**
+ * The image map (`--images FILE`): a process node has no images, so an image
+ * name says what to run only through this file. Format:
+ *
+ *   images:
+ *     "node:*":                       # `*` matches anything (including / and :)
+ *       command: [node]               # the image's ENTRYPOINT
+ *       args: [server.js]             # its CMD (used when the container has no args)
+ *       env: {NODE_ENV: development}  # below everything the pod spec sets
+ *       workingDir: /srv/app          # when the container sets none
+ *     "*":                            # the fallback
+ *       command: [/usr/bin/env]
+ *
+ * Exact names win over globs, globs are tried in file order, `*` last. A
+ * pattern without a tag also matches the name with any tag or digest.
+ */
+export interface ImageEntry {
+  command?: string[]
+  args?: string[]
+  env?: Record<string, string>
+  workingDir?: string
+}
+
+export interface ImageRule {
+  pattern: string
+  entry: ImageEntry
+}
+
+export class ImageMap {
+  constructor(
+    readonly rules: ImageRule[] = [],
+    readonly source?: string,
+  ) {}
+
+  static async load(path: string): Promise<ImageMap> {
+    let text: string
+    try {
+      text = await readFile(path, 'utf8')
+    } catch (error) {
+      throw invalidInput(`cannot read image map ${path}: ${(error as Error).message}`)
+    }
+    return ImageMap.parse(text, path)
+  }
+
+  static parse(text: string, source = 'image map'): ImageMap {
+    let doc: unknown
+    try {
+      doc = loadYaml(text)
+    } catch (error) {
+      throw invalidInput(`${source}: not valid YAML: ${(error as Error).message.split('\n')[0]}`)
+    }
+    if (doc === null || doc === undefined) return new ImageMap([], source)
+    const images = (doc as {images?: unknown}).images
+    if (typeof doc !== 'object' || Array.isArray(doc) || typeof images !== 'object' || images === null || Array.isArray(images)) {
+      throw invalidInput(`${source}: expected a mapping with an "images" key: images: {"<image or glob>": {command: [...]}}`)
+    }
+    const rules = Object.entries(images as Record<string, unknown>).map(([pattern, raw]) => ({pattern, entry: parseEntry(raw, `${source}: image "${pattern}"`)}))
+    return new ImageMap(rules, source)
+  }
+
+  /** The rule for an image: exact names first, then globs in file order, then `*`. */
+  resolve(image: string): ImageRule | undefined {
+    const candidates = imageCandidates(image)
+    const exact = this.rules.find((r) => !r.pattern.includes('*') && candidates.includes(r.pattern))
+    if (exact) return exact
+    const glob = this.rules.find((r) => r.pattern !== '*' && r.pattern.includes('*') && candidates.some((c) => globRegExp(r.pattern).test(c)))
+    return glob ?? this.rules.find((r) => r.pattern === '*')
+  }
+}
+
+function parseEntry(raw: unknown, where: string): ImageEntry {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw invalidInput(`${where}: expected a mapping with command, args, env, workingDir`)
+  const r = raw as Record<string, unknown>
+  for (const k of Object.keys(r)) if (!['command', 'args', 'env', 'workingDir'].includes(k)) throw invalidInput(`${where}: unknown field "${k}" (allowed: command, args, env, workingDir)`)
+  const entry: ImageEntry = {}
+  if (r.command !== undefined) {
+    entry.command = stringList(r.command, `${where}: command`)
+    if (entry.command.length === 0) throw invalidInput(`${where}: command must not be empty`)
+  }
+  if (r.args !== undefined) entry.args = stringList(r.args, `${where}: args`)
+  if (r.env !== undefined) {
+    if (r.env === null || typeof r.env !== 'object' || Array.isArray(r.env)) throw invalidInput(`${where}: env must be a mapping of NAME: value`)
+    entry.env = Object.fromEntries(Object.entries(r.env as Record<string, unknown>).map(([k, v]) => [k, scalar(v, `${where}: env ${k}`)]))
+  }
+  if (r.workingDir !== undefined) {
+    if (typeof r.workingDir !== 'string' || !isAbsolute(r.workingDir)) throw invalidInput(`${where}: workingDir must be an absolute path`)
+    entry.workingDir = r.workingDir
+  }
+  return entry
+}
+
+function stringList(v: unknown, where: string): string[] {
+  if (typeof v === 'string') return [v]
+  if (!Array.isArray(v)) throw invalidInput(`${where}: expected a list of strings`)
+  return v.map((x, i) => scalar(x, `${where}[${i}]`))
+}
+
+function scalar(v: unknown, where: string): string {
+  if (typeof v === 'string') return v
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v)
+  throw invalidInput(`${where}: expected a string`)
+}
+
+/** The image as written, and without its digest and tag, so "nginx" matches "nginx:1.25". */
+export function imageCandidates(image: string): string[] {
+  const noDigest = image.split('@')[0]
+  const lastSlash = noDigest.lastIndexOf('/')
+  const colon = noDigest.lastIndexOf(':')
+  const noTag = colon > lastSlash ? noDigest.slice(0, colon) : noDigest
+  return [...new Set([image, noDigest, noTag])]
+}
+
+export function globRegExp(pattern: string): RegExp {
+  return new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`)
+}
+
+export interface ResolvedProgram {
+  /** Before $(VAR) expansion. */
+  argv: string[]
+  env: Record<string, string>
+  workingDir?: string
+  /** Identifies what the image resolved to, as an image digest would. */
+  imageID: string
+}
+
+export type ProgramResult = {ok: true; program: ResolvedProgram} | {ok: false; message: string}
+
+/**
+ * What a container runs, with the container runtimes' rules: the container's
+ * command replaces the image's ENTRYPOINT, its args replace the image's CMD.
+ * Nothing is guessed: no command and no mapping is an error that says how to fix it.
+ */
+export function resolveProgram(container: V1Container, images: ImageMap): ProgramResult {
+  const image = container.image ?? ''
+  const rule = image ? images.resolve(image) : undefined
+  const entry = rule?.entry ?? {}
+  let argv: string[]
+  if (container.command && container.command.length > 0) {
+    argv = [...container.command, ...(container.args ?? [])]
+  } else if (entry.command) {
+    argv = [...entry.command, ...(container.args ?? entry.args ?? [])]
+  } else {
+    const where = images.source ? `the image map ${images.source}` : 'the image map (no --images file was given)'
+    const why = rule ? `its image map entry "${rule.pattern}" has no command` : `image "${image}" matches no entry in ${where}`
+    return {
+      ok: false,
+      message:
+        `container "${container.name}" has no command and ${why}: set command (and args) in the container spec, ` +
+        `or map the image to a program with \`kubectl vnode up --images FILE\`, e.g. images: {"${suggestPattern(image)}": {command: ["/path/to/program"]}}`,
+    }
+  }
+  const imageID = `vnode://sha256:${createHash('sha256').update(JSON.stringify({image, rule: rule?.pattern, entry})).digest('hex')}`
+  return {ok: true, program: {argv, env: entry.env ?? {}, workingDir: entry.workingDir, imageID}}
+}
+
+function suggestPattern(image: string): string {
+  const noTag = imageCandidates(image).at(-1) ?? image
+  return noTag ? `${noTag}*` : '*'
+}

@@ -1,0 +1,58 @@
+import {mkdirSync, readFileSync, renameSync, writeFileSync} from 'node:fs'
+import {join} from 'node:path'
+import type {RealLink} from './volumes.js'
+
+/**
+ * What survives vnode itself, per pod: enough to find (and adopt or kill)
+ * the pod's processes after a restart, and to recover restart counts.
+ * Written atomically (write + rename) as <sandbox>/record.json.
+ */
+export interface PodRecord {
+  version: 1
+  uid: string
+  namespace: string
+  name: string
+  sandbox: string
+  containers: ContainerRecord[]
+  /** Real symlinks made at mountPaths, removed with the pod. */
+  links: RealLink[]
+  updatedAt: string
+}
+
+export interface ContainerRecord {
+  name: string
+  kind: 'init' | 'sidecar' | 'regular'
+  containerID?: string
+  /** The main process, which is also the process group id. */
+  pid?: number
+  /** /proc/<pid>/stat starttime: tells this process from a later one with the same pid. */
+  startTicks?: number
+  startedAt?: string
+  running: boolean
+  restartCount: number
+  logPath?: string
+  exitCode?: number
+}
+
+export const PodRecordFile = 'record.json'
+
+export function podSandbox(stateDir: string, uid: string): string {
+  return join(stateDir, 'pods', uid)
+}
+
+export function writePodRecord(record: PodRecord): void {
+  mkdirSync(record.sandbox, {recursive: true, mode: 0o700})
+  const path = join(record.sandbox, PodRecordFile)
+  const tmp = `${path}.tmp-${process.pid}`
+  writeFileSync(tmp, JSON.stringify(record, null, 2), {mode: 0o600})
+  renameSync(tmp, path)
+}
+
+export function readPodRecord(sandbox: string): PodRecord | undefined {
+  try {
+    const r = JSON.parse(readFileSync(join(sandbox, PodRecordFile), 'utf8')) as PodRecord
+    return r.version === 1 ? r : undefined
+  } catch {
+    return undefined
+  }
+}

@@ -1,0 +1,639 @@
+import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import {randomBytes} from 'node:crypto'
+import {closeSync, mkdirSync, openSync, readSync, writeFileSync} from 'node:fs'
+import {dirname, isAbsolute, join, relative} from 'node:path'
+import type {ProviderContext} from '../provider/handler.js'
+import {Backoff} from '../kube/backoff.js'
+import {ContainerProcess, StartError, type ExitInfo} from './container-process.js'
+import {ContainerState, podDesc, podRef, type ContainerKind, type Termination} from './container-state.js'
+import {goDuration, type CrashLoopTiming} from './crash-loop.js'
+import {buildContainerEnv, type NodeFacts} from './env.js'
+import {expand, mappingFor} from './expansion.js'
+import {runHook, type HandlerContext} from './handlers.js'
+import {resolveProgram, type ImageMap} from './images.js'
+import {containerLogFile} from './log-layout.js'
+import {tailLogContent, type LogRotation} from './logs.js'
+import {writePodRecord, type PodRecord} from './pod-record.js'
+import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
+import {constants} from 'node:os'
+import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, type MaterialisedVolume, type RealLink} from './volumes.js'
+
+/** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
+export const MinimumKillGraceMs = 2_000
+/** The API default terminationGracePeriodSeconds. */
+export const DefaultTerminationGraceSeconds = 30
+/** Retrying a container whose config (ConfigMap, Secret, volume) is missing: from 1 s, doubling to 8 s. */
+export const DefaultConfigRetryInitialMs = 1_000
+export const DefaultConfigRetryMaxMs = 8_000
+/** The kubelet reads at most this much of a termination message file. */
+export const MaxTerminationMessageBytes = 4096
+export const DefaultTerminationMessagePath = '/dev/termination-log'
+/** Where handlers (probes, hooks) reach a container without a host: loopback, as pods share the host network. */
+export const ProbeHost = '127.0.0.1'
+
+export interface PodRuntimeDeps {
+  ctx: ProviderContext
+  images: ImageMap
+  node: NodeFacts
+  rotation: LogRotation
+  crashLoop: CrashLoopTiming
+  configRetry: {initialMs: number; maxMs: number}
+  sandbox: string
+  /** Called with a fresh copy of the pod whenever the reported status changes. */
+  notify(pod: V1Pod): void
+}
+
+/** A pod-level outcome the provider decides itself (the rest is the status manager's). */
+interface PodOutcome {
+  phase: 'Failed'
+  reason: string
+  message: string
+}
+
+/**
+ * One pod's containers, with the kubelet's rules: init containers in order
+ * (each must exit 0 before the next starts), sidecars (init containers with
+ * restartPolicy Always) started in their place and kept running, regular
+ * containers restarted per restartPolicy under CrashLoopBackOff, and the pod
+ * terminal when nothing will restart. A single sync loop decides what to
+ * start; process exits, probe verdicts and timers only kick it.
+ */
+export class PodRuntime {
+  pod: V1Pod
+  readonly containers: ContainerState[]
+  private initDone = false
+  private volumes: Map<string, MaterialisedVolume> | undefined
+  private links: RealLink[] = []
+  private readonly createdAt = Date.now()
+  private outcome: PodOutcome | undefined
+  /** Nothing will start again: terminal by itself, deadline, or deletion. */
+  private finished = false
+  private terminating: Promise<void> | undefined
+  private podDeadline = Infinity
+  private readonly abort = new AbortController()
+  private dirty = false
+  private loop: Promise<void> | undefined
+  private wakeTimer: NodeJS.Timeout | undefined
+  private wakeAt = Infinity
+  private readonly configRetry: Backoff
+  private configRetryAt = 0
+  private lastNotified = ''
+  private closed = false
+
+  constructor(
+    pod: V1Pod,
+    private readonly deps: PodRuntimeDeps,
+  ) {
+    this.pod = pod
+    const spec = pod.spec!
+    this.containers = [
+      ...(spec.initContainers ?? []).map((c) => new ContainerState(c, c.restartPolicy === 'Always' ? 'sidecar' : 'init', deps.crashLoop)),
+      ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
+    ]
+    this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+  }
+
+  get uid(): string {
+    return this.pod.metadata!.uid!
+  }
+
+  get key(): string {
+    return `${this.pod.metadata!.namespace}/${this.pod.metadata!.name}`
+  }
+
+  get isTerminating(): boolean {
+    return this.terminating !== undefined
+  }
+
+  private get inits(): ContainerState[] {
+    return this.containers.filter((c) => c.kind !== 'regular')
+  }
+
+  private get regulars(): ContainerState[] {
+    return this.containers.filter((c) => c.kind === 'regular')
+  }
+
+  private get sidecars(): ContainerState[] {
+    return this.containers.filter((c) => c.kind === 'sidecar')
+  }
+
+  private get restartPolicy(): string {
+    return this.pod.spec?.restartPolicy ?? 'Always'
+  }
+
+  /** Starts the pod; resolves after the first sync pass (started, not ready). */
+  async start(): Promise<void> {
+    mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
+    this.writeRecord()
+    this.publish()
+    await this.kick()
+  }
+
+  /** The spec, labels or annotations changed: a changed image restarts its container. */
+  async update(pod: V1Pod): Promise<void> {
+    this.pod = pod
+    const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
+    for (const c of this.containers) {
+      const spec = specs.find((s) => s.name === c.name)
+      if (!spec) continue
+      const changed = c.running && c.runningImage !== undefined && spec.image !== c.runningImage
+      c.spec = spec
+      if (changed && !this.finished) {
+        c.restartNow = true
+        void this.stopContainer(c, `Container ${c.name} definition changed, will be restarted`, this.podGraceMs())
+      }
+    }
+    this.publish()
+    await this.kick()
+  }
+
+  // ---- the sync loop ----
+
+  /** Asks for a sync pass; passes never overlap and requests during one coalesce. */
+  kick(): Promise<void> {
+    this.dirty = true
+    if (!this.loop) {
+      this.loop = (async () => {
+        try {
+          while (this.dirty && !this.closed) {
+            this.dirty = false
+            await this.syncOnce().catch((error: unknown) => {
+              void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedSync', `error syncing pod: ${(error as Error).message}`)
+              this.scheduleWake(Date.now() + this.deps.configRetry.maxMs)
+            })
+            this.publish()
+          }
+        } finally {
+          this.loop = undefined
+        }
+      })()
+    }
+    return this.loop
+  }
+
+  private scheduleWake(at: number): void {
+    if (this.closed || this.finished || at >= this.wakeAt) return
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    this.wakeAt = at
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = undefined
+      this.wakeAt = Infinity
+      void this.kick()
+    }, Math.max(0, at - Date.now()))
+  }
+
+  private clearWake(): void {
+    if (this.wakeTimer) clearTimeout(this.wakeTimer)
+    this.wakeTimer = undefined
+    this.wakeAt = Infinity
+  }
+
+  private async syncOnce(): Promise<void> {
+    if (this.finished) return
+    if (this.checkActiveDeadline()) return
+    if (!this.volumes && !(await this.setUpVolumes())) return
+    if (!this.initDone && !(await this.syncInitContainers())) return
+    for (const c of this.sidecars) if (!this.finished && !c.running && !c.stopping) await this.maybeStart(c)
+    for (const c of this.regulars) {
+      if (this.finished || c.running || c.stopping) continue
+      if (!c.everRan || this.shouldRestart(c)) await this.maybeStart(c)
+      else c.waiting = undefined
+    }
+    if (!this.finished && this.regulars.every((c) => !c.running && !c.stopping && c.everRan && !c.waiting && !this.shouldRestart(c))) {
+      await this.finish()
+    }
+  }
+
+  /** Runs init containers in order; true once all have completed (sidecars: started). */
+  private async syncInitContainers(): Promise<boolean> {
+    for (const c of this.inits) {
+      if (this.finished) return false
+      if (c.kind === 'sidecar') {
+        if (!c.running && !c.stopping) await this.maybeStart(c)
+        if (!c.running || !c.started) return false
+        continue
+      }
+      if (c.running || c.stopping) return false
+      const last = c.lastExit
+      if (last && c.instances > 0 && last.exitCode === 0 && !c.waiting) continue
+      if (last && last.exitCode !== 0 && this.restartPolicy === 'Never') {
+        c.waiting = undefined
+        await this.finish()
+        return false
+      }
+      await this.maybeStart(c)
+      return false
+    }
+    this.initDone = true
+    return true
+  }
+
+  private shouldRestart(c: ContainerState): boolean {
+    if (this.finished || this.terminating) return false
+    if (!c.everRan || c.restartNow) return true
+    if (c.kind === 'sidecar') return true
+    const last = c.lastExit
+    if (this.restartPolicy === 'Never') return false
+    if (this.restartPolicy === 'OnFailure') return (last?.exitCode ?? 0) !== 0
+    return true
+  }
+
+  /** Starts a container unless it is in CrashLoopBackOff or waits for its config. */
+  private async maybeStart(c: ContainerState): Promise<void> {
+    if (c.waiting?.reason === 'CreateContainerConfigError' || c.waiting?.reason === 'CreateContainerError') {
+      if (Date.now() < this.configRetryAt) return this.scheduleWake(this.configRetryAt)
+    }
+    const last = c.lastExit
+    if (last && c.instances > 0 && !c.restartNow && !c.waiting?.reason.startsWith('CreateContainer')) {
+      const wait = c.backoff.check(last.finishedAt.getTime())
+      if (wait > 0) {
+        const message = `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(this.pod)}`
+        if (c.waiting?.reason !== 'CrashLoopBackOff') {
+          this.event(c, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${podDesc(this.pod)}`)
+        }
+        c.waiting = {reason: 'CrashLoopBackOff', message}
+        return this.scheduleWake(Date.now() + wait)
+      }
+    }
+    c.restartNow = false
+    await this.startContainer(c)
+  }
+
+  private async setUpVolumes(): Promise<boolean> {
+    if (Date.now() < this.configRetryAt) {
+      this.scheduleWake(this.configRetryAt)
+      return false
+    }
+    const r = await materialiseVolumes(this.pod, this.deps.sandbox, {core: this.deps.ctx.core, node: this.deps.node})
+    if (!r.ok) {
+      void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', r.message)
+      this.retryConfigLater()
+      return false
+    }
+    this.volumes = r.volumes
+    this.configRetry.reset()
+    return true
+  }
+
+  private retryConfigLater(): void {
+    this.configRetryAt = Date.now() + this.configRetry.next()
+    this.scheduleWake(this.configRetryAt)
+  }
+
+  private checkActiveDeadline(): boolean {
+    const ads = this.pod.spec?.activeDeadlineSeconds
+    if (ads === undefined || ads === null) return false
+    const start = this.pod.status?.startTime ? new Date(this.pod.status.startTime).getTime() : this.createdAt
+    const at = start + Number(ads) * 1000
+    if (Date.now() < at) {
+      this.scheduleWake(at)
+      return false
+    }
+    const message = 'Pod was active on the node longer than the specified deadline'
+    this.outcome = {phase: 'Failed', reason: 'DeadlineExceeded', message}
+    void this.deps.ctx.recorder.record(podRef(this.pod), 'Normal', 'DeadlineExceeded', message)
+    void this.terminate(this.podGraceMs() / 1000)
+    return true
+  }
+
+  // ---- starting a container ----
+
+  private async startContainer(c: ContainerState): Promise<void> {
+    const pod = this.pod
+    const program = resolveProgram(c.spec, this.deps.images)
+    if (!program.ok) return this.configFailed(c, 'CreateContainerError', program.message)
+    const sandbox = this.deps.sandbox
+    const root = join(sandbox, 'roots', c.name)
+    const runtimeVars = {[VolumeRootEnv]: root}
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, runtime: runtimeVars, image: program.program.env})
+    for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
+    if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
+    const env = envResult.env
+    const rootResult = await prepareContainerRoot(c.spec, sandbox, this.volumes!, env)
+    if (!rootResult.ok) return this.configFailed(c, 'CreateContainerConfigError', rootResult.message)
+    for (const l of rootResult.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
+    if (this.finished) return
+
+    const mapping = mappingFor(env)
+    const argv = program.program.argv.map((a) => expand(a, mapping))
+    const cwd = this.workingDir(c, program.program.workingDir, root)
+    const msgFile = join(root, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+    mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
+    writeFileSync(msgFile, '', {mode: 0o600})
+    c.terminationMessageFile = msgFile
+
+    // The new instance's restartCount: how many instances ran before it.
+    const logPath = containerLogFile(this.deps.ctx.stateDir, pod.metadata!.namespace!, pod.metadata!.name!, this.uid, c.name, c.instances)
+    c.instances++
+    c.imageID = program.program.imageID
+    c.containerID = `vnode://${randomBytes(32).toString('hex')}`
+    c.logPath = logPath
+    c.waiting = undefined
+    this.configRetry.reset()
+    this.configRetryAt = 0
+    if (c.instances === 1) this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
+    this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
+    let proc: ContainerProcess
+    try {
+      proc = await ContainerProcess.start({argv, env, cwd, logPath, rotation: this.deps.rotation})
+    } catch (error) {
+      if (!(error instanceof StartError)) throw error
+      const now = new Date()
+      c.pushTermination({exitCode: 128, reason: 'StartError', message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID})
+      this.event(c, 'Warning', 'Failed', `Error: ${error.message}`)
+      this.writeRecord()
+      this.dirty = true
+      return
+    }
+    c.proc = proc
+    c.runningImage = c.spec.image
+    c.started = !c.spec.startupProbe
+    c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
+    this.event(c, 'Normal', 'Started', `Started container ${c.name}`)
+    void proc.exited.then((exit) => this.onExit(c, proc, exit))
+    this.writeRecord()
+    this.publish()
+    const hctx: HandlerContext = {env, cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+    this.startProbes(c, proc, hctx)
+    const postStart = c.spec.lifecycle?.postStart
+    if (postStart) {
+      const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
+      if (r.result === 'failure' && c.proc === proc && !this.abort.signal.aborted) {
+        this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
+        c.pendingWaiting = {reason: 'PostStartHookError', message: r.output}
+        void this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
+      }
+    }
+  }
+
+  private configFailed(c: ContainerState, reason: string, message: string): void {
+    if (c.waiting?.reason !== reason || c.waiting.message !== message) this.event(c, 'Warning', 'Failed', `Error: ${message}`)
+    c.waiting = {reason, message}
+    this.retryConfigLater()
+  }
+
+  /** spec.workingDir (a path under a mountPath is its mirror), the image map's, or the container's root. */
+  private workingDir(c: ContainerState, imageDir: string | undefined, root: string): string {
+    const dir = c.spec.workingDir || imageDir
+    if (!dir) return root
+    for (const m of c.spec.volumeMounts ?? []) {
+      const rel = relative(m.mountPath, dir)
+      if (!rel.startsWith('..') && !isAbsolute(rel)) return join(root, m.mountPath, rel)
+    }
+    return dir
+  }
+
+  private startProbes(c: ContainerState, proc: ContainerProcess, hctx: HandlerContext): void {
+    if (c.kind === 'init') return
+    const kinds: Array<[ProbeKind, NonNullable<typeof c.spec.livenessProbe> | undefined]> = [
+      ['startup', c.spec.startupProbe],
+      ['liveness', c.spec.livenessProbe],
+      ['readiness', c.spec.readinessProbe],
+    ]
+    for (const [kind, probe] of kinds) {
+      if (!probe) continue
+      const w = new ProbeWorker(kind, probe, hctx, proc.startedAt, {
+        started: () => c.started,
+        onResult: (k, r) => this.onProbeResult(c, proc, k, r),
+        event: (type, reason, message) => this.event(c, type, reason, message),
+      })
+      c.probes.push(w)
+      w.start()
+    }
+  }
+
+  private onProbeResult(c: ContainerState, proc: ContainerProcess, kind: ProbeKind, result: ProbeResult): void {
+    if (c.proc !== proc) return
+    if (kind === 'readiness') {
+      c.ready = result === 'Success' && c.started
+    } else if (kind === 'startup' && result === 'Success') {
+      c.started = true
+      c.ready = !c.spec.readinessProbe
+      c.probes.find((p) => p.kind === 'readiness')?.trigger()
+      void this.kick()
+    } else if (result === 'Failure' && !this.terminating) {
+      const restarts = c.kind === 'sidecar' || this.restartPolicy !== 'Never'
+      const who = c.kind === 'sidecar' ? 'Init container' : 'Container'
+      const grace = (kind === 'liveness' ? c.spec.livenessProbe : c.spec.startupProbe)?.terminationGracePeriodSeconds
+      void this.stopContainer(c, `${who} ${c.name} failed ${kind} probe${restarts ? ', will be restarted' : ''}`, grace != null ? Number(grace) * 1000 : this.podGraceMs())
+    }
+    this.publish()
+  }
+
+  private onExit(c: ContainerState, proc: ContainerProcess, exit: ExitInfo): void {
+    for (const p of c.probes) p.stop()
+    c.probes = []
+    const failed = exit.exitCode !== 0
+    const t: Termination = {
+      exitCode: exit.exitCode,
+      ...(exit.signal ? {signal: constants.signals[exit.signal]} : {}),
+      reason: failed ? 'Error' : 'Completed',
+      startedAt: proc.startedAt,
+      finishedAt: exit.finishedAt,
+      containerID: c.containerID,
+    }
+    const message = this.terminationMessage(c, failed)
+    if (message) t.message = message
+    if (c.pendingWaiting) {
+      c.waiting = c.pendingWaiting
+      c.pendingWaiting = undefined
+    }
+    c.pushTermination(t)
+    c.proc = undefined
+    c.started = false
+    c.ready = c.kind === 'init' && !failed
+    this.writeRecord()
+    this.publish()
+    void this.kick()
+  }
+
+  private terminationMessage(c: ContainerState, failed: boolean): string {
+    let msg = ''
+    if (c.terminationMessageFile) {
+      try {
+        const fd = openSync(c.terminationMessageFile, 'r')
+        try {
+          const buf = Buffer.alloc(MaxTerminationMessageBytes)
+          msg = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8')
+        } finally {
+          closeSync(fd)
+        }
+      } catch {
+        /* no message */
+      }
+    }
+    if (!msg && failed && c.spec.terminationMessagePolicy === 'FallbackToLogsOnError' && c.logPath) msg = tailLogContent(c.logPath)
+    return msg
+  }
+
+  // ---- stopping ----
+
+  private podGraceMs(): number {
+    const g = this.pod.metadata?.deletionGracePeriodSeconds ?? this.pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGraceSeconds
+    return Math.max(0, Number(g)) * 1000
+  }
+
+  /**
+   * Stops one container: Killing event, preStop within the grace, SIGTERM to
+   * its process group, SIGKILL at the deadline (never sooner than 2 s after
+   * SIGTERM). A second call can only move the deadline closer.
+   */
+  private stopContainer(c: ContainerState, message: string, graceMs: number): Promise<void> {
+    const deadline = Math.min(Date.now() + graceMs, this.podDeadline)
+    c.stopDeadline = Math.min(c.stopDeadline, deadline)
+    if (c.stopping) return c.stopping
+    const proc = c.proc
+    if (!proc) return Promise.resolve()
+    this.event(c, 'Normal', 'Killing', message)
+    c.stopping = (async () => {
+      const preStop = c.spec.lifecycle?.preStop
+      if (preStop && c.stopDeadline > Date.now()) {
+        const hctx: HandlerContext = {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+        const hookAbort = new AbortController()
+        const hook = runHook(preStop, hctx, Math.max(0, c.stopDeadline - Date.now()), hookAbort.signal)
+        let done = false
+        void hook.then(() => (done = true))
+        while (!done && proc.exit === undefined && Date.now() < c.stopDeadline) await new Promise((r) => setTimeout(r, 50))
+        hookAbort.abort()
+        const r = await hook
+        if (r.result === 'failure' && proc.exit === undefined) this.event(c, 'Warning', 'FailedPreStopHook', 'PreStopHook failed')
+      }
+      const sigtermAt = Date.now()
+      await proc.terminate(() => Math.max(c.stopDeadline, sigtermAt + MinimumKillGraceMs))
+    })()
+    return c.stopping.finally(() => {
+      c.stopping = undefined
+      c.stopDeadline = Infinity
+      void this.kick()
+    })
+  }
+
+  /** Nothing more will start: stop the sidecars (reverse order) and settle. */
+  private async finish(): Promise<void> {
+    this.finished = true
+    this.clearWake()
+    for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, this.podGraceMs())
+    this.publish()
+  }
+
+  /**
+   * Terminates the pod: regular (and running init) containers in parallel,
+   * then sidecars in reverse order, all within gracePeriodSeconds. Called
+   * again with a shorter grace, the deadline moves closer.
+   */
+  terminate(gracePeriodSeconds: number): Promise<void> {
+    const deadline = Date.now() + Math.max(0, gracePeriodSeconds) * 1000
+    this.podDeadline = Math.min(this.podDeadline, deadline)
+    for (const c of this.containers) if (c.stopping) c.stopDeadline = Math.min(c.stopDeadline, this.podDeadline)
+    if (this.terminating) return this.terminating
+    this.finished = true
+    this.clearWake()
+    this.abort.abort()
+    for (const c of this.containers) for (const p of c.probes) if (p.kind !== 'readiness') p.stop()
+    this.terminating = (async () => {
+      await this.loop
+      const graceLeft = () => Math.max(0, this.podDeadline - Date.now())
+      await Promise.all(this.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())))
+      for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())
+      await Promise.all(this.containers.map((c) => c.stopping))
+      for (const c of this.containers) {
+        c.waiting = undefined
+        c.ready = false
+        if (c.history.length === 0) {
+          c.pushTermination({exitCode: 137, reason: 'ContainerStatusUnknown', message: 'The container could not be located when the pod was terminated', finishedAt: new Date()})
+        }
+      }
+      this.writeRecord()
+      this.publish()
+    })()
+    return this.terminating
+  }
+
+  /** No process of the pod is left. */
+  get quiet(): boolean {
+    return this.containers.every((c) => !c.running)
+  }
+
+  /** Forgets the pod: sandbox, volumes (secrets), real mountPath links, logs. */
+  async cleanup(): Promise<void> {
+    await this.close()
+    await removeRealLinks(this.links)
+    await removeTree(this.deps.sandbox)
+    await removeTree(join(this.deps.ctx.stateDir, 'logs', `${this.pod.metadata!.namespace}_${this.pod.metadata!.name}_${this.uid}`))
+    this.deps.ctx.recorder.forget(this.uid)
+  }
+
+  /** Kills whatever still runs (grace 0) and stops every timer; the record stays for adoption. */
+  async close(): Promise<void> {
+    if (!this.terminating) await this.terminate(0)
+    else await this.terminating
+    this.closed = true
+    this.clearWake()
+    for (const c of this.containers) for (const p of c.probes) p.stop()
+  }
+
+  // ---- reporting ----
+
+  status(): V1PodStatus {
+    const def = (this.pod.spec?.initContainers?.length ?? 0) > 0 ? 'PodInitializing' : 'ContainerCreating'
+    const status: V1PodStatus = {
+      ...this.pod.status,
+      initContainerStatuses: this.inits.map((c) => c.status(def)),
+      containerStatuses: this.regulars.map((c) => c.status(def)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+    }
+    if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
+    if (this.outcome) Object.assign(status, this.outcome)
+    return status
+  }
+
+  snapshot(): V1Pod {
+    return structuredClone({...this.pod, status: this.status()})
+  }
+
+  private publish(): void {
+    if (this.closed) return
+    const pod = this.snapshot()
+    const text = JSON.stringify(pod.status)
+    if (text === this.lastNotified) return
+    this.lastNotified = text
+    this.deps.notify(pod)
+  }
+
+  private event(c: ContainerState, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    void this.deps.ctx.recorder.record(c.ref(this.pod), type, reason, message)
+  }
+
+  record(): PodRecord {
+    const m = this.pod.metadata!
+    return {
+      version: 1,
+      uid: this.uid,
+      namespace: m.namespace!,
+      name: m.name!,
+      sandbox: this.deps.sandbox,
+      links: this.links,
+      updatedAt: new Date().toISOString(),
+      containers: this.containers.map((c) => ({
+        name: c.name,
+        kind: c.kind as ContainerKind,
+        containerID: c.containerID,
+        pid: c.proc?.pid,
+        startTicks: c.proc?.startTicks,
+        startedAt: c.proc?.startedAt.toISOString(),
+        running: c.running,
+        restartCount: c.restartCount,
+        logPath: c.logPath,
+        exitCode: c.lastExit?.exitCode,
+      })),
+    }
+  }
+
+  private writeRecord(): void {
+    if (this.closed) return
+    try {
+      writePodRecord(this.record())
+    } catch {
+      // The sandbox is gone (cleanup raced an exit): nothing to record.
+    }
+  }
+}

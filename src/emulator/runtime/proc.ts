@@ -1,0 +1,69 @@
+import {readdirSync, readFileSync} from 'node:fs'
+
+/** Linux USER_HZ and page size: fixed on every architecture Node supports. */
+export const ClockTicksPerSecond = 100
+export const PageSize = 4096
+
+export interface ProcStat {
+  pid: number
+  state: string
+  ppid: number
+  pgrp: number
+  utime: number
+  stime: number
+  cutime: number
+  cstime: number
+  /** Clock ticks after boot: with the pid, identifies one process across pid reuse. */
+  startTime: number
+  rssPages: number
+}
+
+/** /proc/<pid>/stat, or undefined when the process is gone. */
+export function readStat(pid: number): ProcStat | undefined {
+  let text: string
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return undefined
+  }
+  // comm may contain spaces and parentheses: fields start after the last ')'.
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  const n = (i: number) => Number(f[i - 3])
+  return {pid, state: f[0], ppid: n(4), pgrp: n(5), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17), startTime: n(22), rssPages: n(24)}
+}
+
+/** Live (non-zombie) processes of a process group. */
+export function groupMembers(pgid: number): ProcStat[] {
+  const out: ProcStat[] = []
+  let entries: string[]
+  try {
+    entries = readdirSync('/proc')
+  } catch {
+    return out
+  }
+  for (const d of entries) {
+    if (d.charCodeAt(0) > 57 || d.charCodeAt(0) < 48) continue
+    const s = readStat(Number(d))
+    if (s && s.pgrp === pgid && s.state !== 'Z' && s.state !== 'X') out.push(s)
+  }
+  return out
+}
+
+/**
+ * Whether any process of the group is still alive. `kill(-pgid, 0)` is not
+ * enough: it succeeds while only zombies are left, which never go away when
+ * their parent does not reap them.
+ */
+export function isGroupAlive(pgid: number): boolean {
+  return groupMembers(pgid).length > 0
+}
+
+/** Sends a signal to a whole process group; a group that is gone is not an error. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,158 @@
+import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import {statfsSync} from 'node:fs'
+import {mkdir} from 'node:fs/promises'
+import {cpus, totalmem} from 'node:os'
+import {join} from 'node:path'
+import {notFound} from '../provider/errdefs.js'
+import type {PodLifecycleHandler, ProviderContext} from '../provider/handler.js'
+import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
+import type {NodeFacts} from './env.js'
+import {ImageMap} from './images.js'
+import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.js'
+import {podSandbox} from './pod-record.js'
+import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
+import {processGroupUsage, type PodUsage} from './usage.js'
+
+export interface ProcessProviderOptions {
+  /** The `--images` file; ignored when `images` is given. */
+  imagesFile?: string
+  images?: ImageMap
+  rotation?: Partial<LogRotation>
+  crashLoop?: Partial<CrashLoopTiming>
+  configRetry?: {initialMs: number; maxMs: number}
+  /** CPU cores / memory bytes resourceFieldRef reports for unset limits (default: the host's). */
+  cpuCores?: number
+  memoryBytes?: number
+}
+
+/**
+ * The process runtime: every container of every pod is a local OS process
+ * (pod-runtime.ts has the kubelet's container rules). Pod sandboxes live at
+ * <stateDir>/pods/<uid>/, logs at <stateDir>/logs/ (log-layout.ts).
+ */
+export class ProcessProvider implements PodLifecycleHandler {
+  private readonly pods = new Map<string, PodRuntime>()
+  private callback: (pod: V1Pod) => void = () => undefined
+  private images: ImageMap
+  private readonly node: NodeFacts
+  private loaded: Promise<void> | undefined
+  private closed = false
+
+  constructor(
+    private readonly ctx: ProviderContext,
+    private readonly opts: ProcessProviderOptions = {},
+  ) {
+    this.images = opts.images ?? new ImageMap()
+    if (!opts.images && opts.imagesFile) {
+      this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
+        this.images = m
+      })
+    }
+    this.node = {
+      nodeName: ctx.nodeName,
+      nodeIP: ctx.nodeIP,
+      cpuCores: opts.cpuCores ?? cpus().length,
+      memoryBytes: opts.memoryBytes ?? totalmem(),
+      ephemeralStorageBytes: 0,
+    }
+  }
+
+  /** Builds the provider and loads its image map, so a bad --images file fails at startup. */
+  static async create(ctx: ProviderContext, opts: ProcessProviderOptions = {}): Promise<ProcessProvider> {
+    const p = new ProcessProvider(ctx, opts)
+    await p.ready()
+    return p
+  }
+
+  async ready(): Promise<void> {
+    await this.loaded
+    await mkdir(join(this.ctx.stateDir, 'pods'), {recursive: true, mode: 0o700})
+    try {
+      const fs = statfsSync(this.ctx.stateDir)
+      this.node.ephemeralStorageBytes = fs.blocks * fs.bsize
+    } catch {
+      /* unknown */
+    }
+  }
+
+  async createPod(pod: V1Pod): Promise<void> {
+    if (this.closed) throw new Error('the process provider is closed')
+    await this.ready()
+    const existing = this.pods.get(pod.metadata!.uid!)
+    if (existing) return existing.update(pod)
+    const rt = new PodRuntime(pod, {
+      ctx: this.ctx,
+      images: this.images,
+      node: this.node,
+      rotation: {maxBytes: this.opts.rotation?.maxBytes ?? DefaultLogMaxBytes, maxFiles: this.opts.rotation?.maxFiles ?? DefaultLogMaxFiles},
+      crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
+      configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
+      sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      notify: (p) => this.callback(p),
+    })
+    this.pods.set(rt.uid, rt)
+    await rt.start()
+  }
+
+  async updatePod(pod: V1Pod): Promise<void> {
+    const rt = this.find(pod)
+    if (!rt) throw notFound(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not running on this node`)
+    await rt.update(pod)
+  }
+
+  async deletePod(pod: V1Pod, gracePeriodSeconds: number): Promise<void> {
+    const rt = this.find(pod)
+    if (!rt) throw notFound(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not running on this node`)
+    await rt.terminate(gracePeriodSeconds)
+  }
+
+  async cleanupPod(pod: V1Pod): Promise<void> {
+    const rt = this.find(pod)
+    if (!rt) return
+    await rt.cleanup()
+    this.pods.delete(rt.uid)
+  }
+
+  async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
+    return this.byName(namespace, name)?.snapshot()
+  }
+
+  async getPodStatus(namespace: string, name: string): Promise<V1PodStatus | undefined> {
+    return this.byName(namespace, name)?.status()
+  }
+
+  async getPods(): Promise<V1Pod[]> {
+    return [...this.pods.values()].map((p) => p.snapshot())
+  }
+
+  notifyPods(callback: (pod: V1Pod) => void): void {
+    this.callback = callback
+  }
+
+  /** Per-container CPU seconds, resident memory and process count, from /proc. */
+  usage(): PodUsage[] {
+    return [...this.pods.values()].map((rt) => ({
+      namespace: rt.pod.metadata!.namespace!,
+      name: rt.pod.metadata!.name!,
+      uid: rt.uid,
+      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid)),
+    }))
+  }
+
+  /** Kills whatever still runs and stops every timer; records stay on disk. */
+  async close(): Promise<void> {
+    this.closed = true
+    await Promise.all([...this.pods.values()].map((p) => p.close()))
+    this.pods.clear()
+  }
+
+  private find(pod: V1Pod): PodRuntime | undefined {
+    return this.pods.get(pod.metadata?.uid ?? '') ?? this.byName(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
+  }
+
+  /** The pod of that name; a live one over one still terminating under the same name. */
+  private byName(namespace: string, name: string): PodRuntime | undefined {
+    const all = [...this.pods.values()].filter((p) => p.key === `${namespace}/${name}`)
+    return all.find((p) => !p.isTerminating) ?? all.at(-1)
+  }
+}

@@ -1,0 +1,373 @@
+import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeProjection} from '@kubernetes/client-node'
+import {constants} from 'node:fs'
+import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
+import {dirname, isAbsolute, join, normalize, resolve, sep} from 'node:path'
+import {describeApiError, isNotFound} from '../kube/errors.js'
+import {configMapData, formatMap, podFieldValue, resourceFieldValue, secretData, type NodeFacts} from './env.js'
+import {expand, mappingFor} from './expansion.js'
+
+/**
+ * How a container finds its volumes. A process cannot see a mount at an
+ * arbitrary absolute path without root, so:
+ *
+ *  - every volume is materialised under the pod sandbox:
+ *      <stateDir>/pods/<uid>/volumes/<volume>/
+ *    (hostPath volumes stay where they are);
+ *  - each container gets a root, exported as $VNODE_VOLUME_ROOT, whose
+ *    subtree mirrors the container's mounts: a volumeMount at /etc/app is
+ *    the symlink $VNODE_VOLUME_ROOT/etc/app -> the volume (or its subPath).
+ *    Specs can say `$(VNODE_VOLUME_ROOT)/etc/app` in command, args and env;
+ *    the root is also the container's default working directory, so the
+ *    relative path `etc/app` works too;
+ *  - when the user may create the mountPath itself (its parent directory
+ *    exists and is writable, and nothing is at that path), a real symlink is
+ *    made there as well, and removed with the pod. Nothing existing is ever
+ *    replaced.
+ *
+ * ConfigMap, Secret, downwardAPI and projected volumes are read-only, as in
+ * Kubernetes; an emptyDir is made read-only when every mount of it says
+ * readOnly. Secret contents are 0600 files in 0700 directories.
+ */
+export const VolumeRootEnv = 'VNODE_VOLUME_ROOT'
+
+/** Token lifetime when a projected serviceAccountToken does not say (the API default). */
+export const DefaultTokenExpirationSeconds = 3600
+
+export interface VolumeDeps {
+  core: CoreV1Api
+  node: NodeFacts
+}
+
+export interface MaterialisedVolume {
+  name: string
+  /** Where the volume's content is on this machine. */
+  path: string
+}
+
+export type VolumeResult = {ok: true; volumes: Map<string, MaterialisedVolume>} | {ok: false; message: string}
+
+export function volumesDir(sandbox: string): string {
+  return join(sandbox, 'volumes')
+}
+
+export function containerRoot(sandbox: string, container: string): string {
+  return join(sandbox, 'roots', container)
+}
+
+/** A relative path that stays inside its directory: no absolute path, no `..` element. */
+export function checkRelativePath(p: string, what: string): string | undefined {
+  if (!p) return `${what}: must not be empty`
+  if (isAbsolute(p)) return `${what} "${p}": must be a relative path`
+  if (p.split(/[\\/]/).includes('..')) return `${what} "${p}": must not contain '..'`
+  return undefined
+}
+
+class MountError extends Error {}
+
+/** Materialises every volume of the pod; idempotent (emptyDir content survives). */
+export async function materialiseVolumes(pod: V1Pod, sandbox: string, deps: VolumeDeps): Promise<VolumeResult> {
+  const out = new Map<string, MaterialisedVolume>()
+  await mkdir(volumesDir(sandbox), {recursive: true, mode: 0o700})
+  for (const v of pod.spec?.volumes ?? []) {
+    try {
+      out.set(v.name, {name: v.name, path: await materialise(pod, v, sandbox, deps)})
+    } catch (error) {
+      const why = error instanceof MountError ? error.message : describeApiError(error)
+      return {ok: false, message: `MountVolume.SetUp failed for volume "${v.name}" : ${why}`}
+    }
+  }
+  return {ok: true, volumes: out}
+}
+
+async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: VolumeDeps): Promise<string> {
+  const bad = checkRelativePath(v.name, 'volume name')
+  if (bad || v.name.includes('/')) throw new MountError(bad ?? `volume name "${v.name}" must not contain '/'`)
+  const dir = join(volumesDir(sandbox), v.name)
+  if (v.hostPath) return hostPath(v.hostPath.path, v.hostPath.type ?? '')
+  if (v.emptyDir) {
+    await mkdir(dir, {recursive: true, mode: 0o700})
+    const mounts = allMounts(pod).filter((m) => m.name === v.name)
+    await chmod(dir, mounts.length > 0 && mounts.every((m) => m.readOnly) ? 0o555 : 0o700)
+    return dir
+  }
+  const files = await projectedFiles(pod, v, deps)
+  if (!files) throw new MountError(`volume type not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)`)
+  await writeVolume(dir, files.files, files.secret)
+  return dir
+}
+
+interface VolumeFile {
+  path: string
+  content: string
+  mode: number
+}
+
+async function projectedFiles(pod: V1Pod, v: V1Volume, deps: VolumeDeps): Promise<{files: VolumeFile[]; secret: boolean} | undefined> {
+  if (v.configMap) return {files: await configMapFiles(pod, v.configMap, v.configMap.defaultMode ?? 0o644, deps), secret: false}
+  if (v.secret) return {files: await secretFiles(pod, v.secret, v.secret.defaultMode ?? 0o644, deps), secret: true}
+  if (v.downwardAPI) return {files: downwardFiles(pod, v.downwardAPI.items ?? [], v.downwardAPI.defaultMode ?? 0o644, deps), secret: false}
+  if (v.projected) {
+    const mode = v.projected.defaultMode ?? 0o644
+    const files: VolumeFile[] = []
+    let secret = false
+    for (const s of v.projected.sources ?? []) {
+      files.push(...(await projectionFiles(pod, s, mode, deps)))
+      if (s.secret || s.serviceAccountToken) secret = true
+    }
+    return {files, secret}
+  }
+  return undefined
+}
+
+async function projectionFiles(pod: V1Pod, s: V1VolumeProjection, mode: number, deps: VolumeDeps): Promise<VolumeFile[]> {
+  if (s.configMap) return configMapFiles(pod, s.configMap, mode, deps)
+  if (s.secret) return secretFiles(pod, {...s.secret, secretName: s.secret.name}, mode, deps)
+  if (s.downwardAPI) return downwardFiles(pod, s.downwardAPI.items ?? [], mode, deps)
+  if (s.serviceAccountToken) {
+    const bad = checkRelativePath(s.serviceAccountToken.path, 'serviceAccountToken path')
+    if (bad) throw new MountError(bad)
+    const token = await deps.core.createNamespacedServiceAccountToken({
+      name: pod.spec?.serviceAccountName || 'default',
+      namespace: pod.metadata!.namespace!,
+      body: {
+        spec: {
+          audiences: s.serviceAccountToken.audience ? [s.serviceAccountToken.audience] : [],
+          expirationSeconds: s.serviceAccountToken.expirationSeconds ?? DefaultTokenExpirationSeconds,
+          boundObjectRef: {kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name!, uid: pod.metadata!.uid!},
+        },
+      },
+    })
+    return [{path: s.serviceAccountToken.path, content: token.status?.token ?? '', mode}]
+  }
+  if (s.clusterTrustBundle) throw new MountError('clusterTrustBundle projections are not supported by vnode')
+  return []
+}
+
+async function configMapFiles(
+  pod: V1Pod,
+  ref: {name?: string; items?: V1KeyToPath[]; optional?: boolean},
+  mode: number,
+  deps: VolumeDeps,
+): Promise<VolumeFile[]> {
+  let data: Record<string, string>
+  try {
+    data = configMapData(await deps.core.readNamespacedConfigMap({name: ref.name ?? '', namespace: pod.metadata!.namespace!}))
+  } catch (error) {
+    if (!isNotFound(error)) throw error
+    if (ref.optional) return []
+    throw new MountError(`configmap "${ref.name}" not found`)
+  }
+  return keyFiles(data, ref.items, mode, ref.optional ?? false, 'configmap')
+}
+
+async function secretFiles(
+  pod: V1Pod,
+  ref: {secretName?: string; items?: V1KeyToPath[]; optional?: boolean},
+  mode: number,
+  deps: VolumeDeps,
+): Promise<VolumeFile[]> {
+  let data: Record<string, string>
+  try {
+    data = secretData(await deps.core.readNamespacedSecret({name: ref.secretName ?? '', namespace: pod.metadata!.namespace!}))
+  } catch (error) {
+    if (!isNotFound(error)) throw error
+    if (ref.optional) return []
+    throw new MountError(`secret "${ref.secretName}" not found`)
+  }
+  return keyFiles(data, ref.items, mode, ref.optional ?? false, 'secret')
+}
+
+function keyFiles(data: Record<string, string>, items: V1KeyToPath[] | undefined, mode: number, optional: boolean, kind: string): VolumeFile[] {
+  if (!items || items.length === 0) {
+    return Object.entries(data).map(([key, content]) => {
+      if (key.includes('/') || key === '..' || key === '.') throw new MountError(`${kind} key "${key}": not a valid file name`)
+      return {path: key, content, mode}
+    })
+  }
+  const out: VolumeFile[] = []
+  for (const item of items) {
+    const bad = checkRelativePath(item.path, 'item path')
+    if (bad) throw new MountError(bad)
+    if (!Object.hasOwn(data, item.key)) {
+      if (optional) continue
+      throw new MountError(`${kind === 'configmap' ? 'configmap' : 'secret'} references non-existent ${kind === 'configmap' ? 'config' : 'secret'} key: ${item.key}`)
+    }
+    out.push({path: item.path, content: data[item.key], mode: item.mode ?? mode})
+  }
+  return out
+}
+
+function downwardFiles(pod: V1Pod, items: NonNullable<NonNullable<V1Volume['downwardAPI']>['items']>, mode: number, deps: VolumeDeps): VolumeFile[] {
+  return items.map((item) => {
+    const bad = checkRelativePath(item.path, 'downwardAPI path')
+    if (bad) throw new MountError(bad)
+    let content: string | undefined
+    if (item.fieldRef) {
+      content = podFieldValue(pod, item.fieldRef.fieldPath, deps.node)
+      if (content === undefined) throw new MountError(`unsupported fieldPath "${item.fieldRef.fieldPath}"`)
+    } else if (item.resourceFieldRef) {
+      const r = item.resourceFieldRef
+      const c = allContainers(pod).find((x) => x.name === r.containerName)
+      if (!c) throw new MountError(`resourceFieldRef: container "${r.containerName}" not found`)
+      content = resourceFieldValue(c, r.resource, r.divisor, deps.node)
+      if (content === undefined) throw new MountError(`unsupported resource "${r.resource}"`)
+    }
+    return {path: item.path, content: content ?? '', mode: item.mode ?? mode}
+  })
+}
+
+/** Rewrites a volume's files from scratch; secret volumes are 0600 files in 0700 directories. */
+async function writeVolume(dir: string, files: VolumeFile[], secret: boolean): Promise<void> {
+  await removeTree(dir)
+  await mkdir(dir, {recursive: true, mode: 0o700})
+  const dirs = new Set<string>([dir])
+  for (const f of files) {
+    const target = resolve(dir, normalize(f.path))
+    if (!target.startsWith(dir + sep)) throw new MountError(`path "${f.path}" leaves the volume`)
+    const parent = dirname(target)
+    await mkdir(parent, {recursive: true, mode: 0o700})
+    for (let d = parent; d.startsWith(dir) && !dirs.has(d); d = dirname(d)) dirs.add(d)
+    const mode = (secret ? f.mode & 0o700 : f.mode) & 0o777
+    await writeFile(target, f.content, {mode: 0o600})
+    await chmod(target, mode)
+  }
+  // Read-only like the kubelet's atomic-writer volumes; secrets traversable by the owner only.
+  for (const d of dirs) await chmod(d, secret ? 0o500 : 0o555)
+}
+
+async function hostPath(path: string, type: string): Promise<string> {
+  if (!isAbsolute(path)) throw new MountError(`hostPath "${path}" must be absolute`)
+  const st = await stat(path).catch(() => undefined)
+  const fail = (what: string) => {
+    throw new MountError(`hostPath type check failed: ${path} is not a ${what}`)
+  }
+  switch (type) {
+    case 'DirectoryOrCreate':
+      if (!st) await mkdir(path, {recursive: true, mode: 0o755})
+      else if (!st.isDirectory()) fail('directory')
+      break
+    case 'Directory':
+      if (!st?.isDirectory()) fail('directory')
+      break
+    case 'FileOrCreate':
+      if (!st) {
+        await mkdir(dirname(path), {recursive: true})
+        await writeFile(path, '', {mode: 0o644, flag: 'a'})
+      } else if (!st.isFile()) fail('file')
+      break
+    case 'File':
+      if (!st?.isFile()) fail('file')
+      break
+    case 'Socket':
+      if (!st?.isSocket()) fail('socket')
+      break
+    case 'CharDevice':
+      if (!st?.isCharacterDevice()) fail('character device')
+      break
+    case 'BlockDevice':
+      if (!st?.isBlockDevice()) fail('block device')
+      break
+    default:
+      break
+  }
+  return path
+}
+
+export interface RealLink {
+  path: string
+  target: string
+}
+
+export type RootResult = {ok: true; root: string; links: RealLink[]} | {ok: false; message: string}
+
+/**
+ * Builds the container's $VNODE_VOLUME_ROOT: each mountPath mirrored as a
+ * symlink to its volume (or subPath), plus a real symlink at the mountPath
+ * when the user can make one. Returns the real symlinks made, to remove later.
+ */
+export async function prepareContainerRoot(
+  container: V1Container,
+  sandbox: string,
+  volumes: Map<string, MaterialisedVolume>,
+  env: Record<string, string>,
+): Promise<RootResult> {
+  const root = containerRoot(sandbox, container.name)
+  await mkdir(root, {recursive: true, mode: 0o700})
+  const links: RealLink[] = []
+  const mounts = [...(container.volumeMounts ?? [])].sort((a, b) => a.mountPath.length - b.mountPath.length)
+  for (const m of mounts) {
+    const vol = volumes.get(m.name)
+    if (!vol) return {ok: false, message: `volumeMount "${m.name}": no volume of that name in the pod`}
+    if (!isAbsolute(m.mountPath) || m.mountPath.split('/').includes('..')) return {ok: false, message: `volumeMount "${m.name}": mountPath "${m.mountPath}" must be absolute without '..'`}
+    let target = vol.path
+    const sub = m.subPathExpr ? expand(m.subPathExpr, mappingFor(env)) : m.subPath
+    if (sub) {
+      const bad = checkRelativePath(sub, m.subPathExpr ? 'subPathExpr' : 'subPath')
+      if (bad) return {ok: false, message: `volumeMount "${m.name}": ${bad}`}
+      target = join(vol.path, sub)
+      if (!(await lstat(target).catch(() => undefined))) await mkdir(target, {recursive: true, mode: 0o700}).catch(() => undefined)
+      // A symlink inside the volume could point anywhere: the subPath must resolve inside it.
+      const real = await realpath(target).catch(() => target)
+      const base = await realpath(vol.path).catch(() => vol.path)
+      if (real !== base && !real.startsWith(base + sep)) return {ok: false, message: `volumeMount "${m.name}": subPath "${sub}" resolves outside the volume`}
+    }
+    const mirror = join(root, m.mountPath)
+    await mkdir(dirname(mirror), {recursive: true, mode: 0o700})
+    await replaceLink(mirror, target)
+    if (await makeRealLink(m.mountPath, target)) links.push({path: m.mountPath, target})
+  }
+  return {ok: true, root, links}
+}
+
+async function replaceLink(path: string, target: string): Promise<void> {
+  const st = await lstat(path).catch(() => undefined)
+  if (st?.isSymbolicLink()) {
+    if ((await readlink(path)) === target) return
+    await rm(path)
+  } else if (st) {
+    await removeTree(path)
+  }
+  await symlink(target, path)
+}
+
+/** A symlink at the real mountPath, only where nothing is and the user may write. */
+async function makeRealLink(mountPath: string, target: string): Promise<boolean> {
+  const st = await lstat(mountPath).catch(() => undefined)
+  if (st) return st.isSymbolicLink() && (await readlink(mountPath)) === target
+  try {
+    await access(dirname(mountPath), constants.W_OK)
+    await symlink(target, mountPath)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Removes the real mountPath symlinks this pod made, if they still point where we made them. */
+export async function removeRealLinks(links: RealLink[]): Promise<void> {
+  for (const l of links) {
+    const st = await lstat(l.path).catch(() => undefined)
+    if (!st?.isSymbolicLink()) continue
+    const target = await readlink(l.path).catch(() => '')
+    if (target === l.target) await rm(l.path, {force: true})
+  }
+}
+
+/** rm -r that also handles the read-only directories volumes are made of. */
+export async function removeTree(path: string): Promise<void> {
+  const st = await lstat(path).catch(() => undefined)
+  if (!st) return
+  if (st.isDirectory()) {
+    await chmod(path, 0o700).catch(() => undefined)
+    for (const e of await readdir(path)) await removeTree(join(path, e))
+  }
+  await rm(path, {recursive: true, force: true})
+}
+
+function allContainers(pod: V1Pod): V1Container[] {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
+}
+
+function allMounts(pod: V1Pod) {
+  return allContainers(pod).flatMap((c) => c.volumeMounts ?? [])
+}

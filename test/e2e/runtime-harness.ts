@@ -1,0 +1,93 @@
+import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
+import {mkdtempSync} from 'node:fs'
+import {join} from 'node:path'
+import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
+import {type Clients, clients, runDir, uniqueName, waitFor} from './helpers.js'
+
+/** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
+export const NODE = process.execPath
+
+/**
+ * A ProcessProvider wired to the real API server (ConfigMaps, Secrets,
+ * Services and events are real), with pods created in the API first so
+ * they carry real UIDs and defaults. The pod core is not involved: the test
+ * plays it, calling the provider and watching what notifyPods reports.
+ */
+export class RuntimeHarness {
+  readonly latest = new Map<string, V1Pod>()
+  readonly reports: V1Pod[] = []
+  readonly nodeName = uniqueName('rtnode')
+  stateDir!: string
+  ns!: string
+  c!: Clients
+  provider!: ProcessProvider
+  recorder!: EventRecorder
+
+  async setUp(opts: ProcessProviderOptions = {}): Promise<this> {
+    this.c = await clients()
+    this.ns = uniqueName('rt')
+    await this.c.core.createNamespace({body: {metadata: {name: this.ns}}})
+    this.stateDir = mkdtempSync(join(runDir(), 'runtime-'))
+    this.recorder = new EventRecorder(this.c.core, this.nodeName)
+    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, recorder: this.recorder}, opts)
+    this.provider.notifyPods((p) => {
+      this.latest.set(p.metadata!.name!, p)
+      this.reports.push(p)
+    })
+    return this
+  }
+
+  async tearDown(): Promise<void> {
+    await this.provider?.close()
+    if (this.ns) await this.c.core.deleteNamespace({name: this.ns}).catch(() => undefined)
+  }
+
+  /** Creates the pod in the API (retrying until the namespace's ServiceAccount exists), bound to this node. */
+  async apiPod(pod: V1Pod): Promise<V1Pod> {
+    const body: V1Pod = {...pod, metadata: {...pod.metadata, namespace: this.ns}, spec: {automountServiceAccountToken: false, ...pod.spec!, nodeName: this.nodeName}}
+    return waitFor(() => this.c.core.createNamespacedPod({namespace: this.ns, body}), 'pod creation', 20_000, 300)
+  }
+
+  /** apiPod + provider.createPod. */
+  async run(pod: V1Pod): Promise<V1Pod> {
+    const created = await this.apiPod(pod)
+    await this.provider.createPod(structuredClone(created))
+    return created
+  }
+
+  status(name: string) {
+    return this.latest.get(name)?.status
+  }
+
+  container(name: string, container: string) {
+    const s = this.status(name)
+    return [...(s?.initContainerStatuses ?? []), ...(s?.containerStatuses ?? [])].find((c) => c.name === container)
+  }
+
+  waitContainer(name: string, container: string, pred: (c: NonNullable<ReturnType<RuntimeHarness['container']>>) => boolean, what: string, timeoutMs = 20_000) {
+    return waitFor(
+      () => {
+        const c = this.container(name, container)
+        return c && pred(c) ? c : undefined
+      },
+      () => `${what} (last: ${JSON.stringify(this.container(name, container))})`,
+      timeoutMs,
+      50,
+    )
+  }
+
+  async events(name: string): Promise<CoreV1Event[]> {
+    const list = await this.c.core.listNamespacedEvent({namespace: this.ns})
+    return list.items.filter((e) => e.involvedObject.name === name)
+  }
+
+  async waitEvent(name: string, pred: (e: CoreV1Event) => boolean, what: string, timeoutMs = 15_000): Promise<CoreV1Event> {
+    return waitFor(async () => (await this.events(name)).find(pred), what, timeoutMs, 200)
+  }
+}
+
+/** A container running `node -e script`. */
+export function nodeContainer(name: string, script: string, extra: Record<string, unknown> = {}) {
+  return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
+}

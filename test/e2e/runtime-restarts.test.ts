@@ -1,0 +1,168 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {describeE2e, waitFor} from './helpers.js'
+import {nodeContainer, RuntimeHarness} from './runtime-harness.js'
+
+/** Appends `<name> <ms>` to shared/order in the pod's emptyDir, then runs `then`. */
+const mark = (name: string, then = '') =>
+  `const fs=require('fs');fs.appendFileSync('shared/order','${name} '+Date.now()+'\\n');${then}`
+const shared = {volumeMounts: [{name: 'shared', mountPath: '/shared'}]}
+
+describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBackOff', () => {
+  const h = new RuntimeHarness()
+  beforeAll(async () => {
+    await h.setUp({crashLoop: {initialMs: 1000, maxMs: 2000}})
+  })
+  afterAll(() => h.tearDown())
+
+  test('init containers run in order, each to exit 0, before the regular containers', async () => {
+    await h.run({
+      metadata: {name: 'inits'},
+      spec: {
+        volumes: [{name: 'shared', emptyDir: {}}],
+        initContainers: [nodeContainer('first', mark('first', 'setTimeout(()=>{},300)'), shared), nodeContainer('second', mark('second'), shared)],
+        containers: [nodeContainer('app', mark('app', 'setInterval(()=>{},1000)'), shared)],
+        terminationGracePeriodSeconds: 2,
+      },
+    })
+    expect(h.container('inits', 'app')!.state!.waiting!.reason).toBe('PodInitializing')
+    await h.waitContainer('inits', 'app', (c) => !!c.state?.running, 'app running')
+    const s = h.status('inits')!
+    expect(s.initContainerStatuses!.map((c) => [c.name, c.state?.terminated?.reason, c.ready])).toEqual([
+      ['first', 'Completed', true],
+      ['second', 'Completed', true],
+    ])
+    const pod = h.latest.get('inits')!
+    const {readFileSync} = await import('node:fs')
+    const {join} = await import('node:path')
+    const file = join(h.stateDir, 'pods', pod.metadata!.uid!, 'volumes', 'shared', 'order')
+    const order = await waitFor(() => {
+      const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split(' '))
+      return lines.length >= 3 ? lines : undefined
+    }, 'three entries')
+    expect(order.map((o) => o[0])).toEqual(['first', 'second', 'app'])
+    expect(Number(order[1][1]) - Number(order[0][1])).toBeGreaterThanOrEqual(250)
+  })
+
+  test('a failing init container under restartPolicy Never fails the pod: nothing else starts or restarts', async () => {
+    await h.run({
+      metadata: {name: 'init-never'},
+      spec: {restartPolicy: 'Never', initContainers: [nodeContainer('setup', 'process.exit(2)')], containers: [nodeContainer('app', 'setInterval(()=>{},1000)')]},
+    })
+    const init = await h.waitContainer('init-never', 'setup', (c) => !!c.state?.terminated, 'init terminated')
+    expect(init.state!.terminated).toMatchObject({exitCode: 2, reason: 'Error'})
+    await new Promise((r) => setTimeout(r, 1500))
+    expect(h.container('init-never', 'setup')!.restartCount).toBe(0)
+    expect(h.container('init-never', 'app')!.state!.waiting!.reason).toBe('PodInitializing')
+  })
+
+  test('a failing init container under OnFailure is restarted with backoff until it succeeds', async () => {
+    await h.run({
+      metadata: {name: 'init-retry'},
+      spec: {
+        restartPolicy: 'OnFailure',
+        volumes: [{name: 'shared', emptyDir: {}}],
+        initContainers: [nodeContainer('setup', mark('setup', `if(fs.readFileSync('shared/order','utf8').split('\\n').length<3)process.exit(1)`), shared)],
+        containers: [nodeContainer('app', 'setInterval(()=>{},1000)')],
+        terminationGracePeriodSeconds: 2,
+      },
+    })
+    await h.waitContainer('init-retry', 'app', (c) => !!c.state?.running, 'app running after init retries', 20_000)
+    const init = h.container('init-retry', 'setup')!
+    expect(init.restartCount).toBe(1)
+    expect(init.state!.terminated!.exitCode).toBe(0)
+    expect(init.lastState!.terminated!.exitCode).toBe(1)
+  })
+
+  test('sidecars start before later containers, restart whatever the policy, and are stopped when the regular containers finish', async () => {
+    await h.run({
+      metadata: {name: 'sidecar'},
+      spec: {
+        restartPolicy: 'Never',
+        volumes: [{name: 'shared', emptyDir: {}}],
+        initContainers: [
+          nodeContainer('proxy', mark('proxy', `if(fs.readFileSync('shared/order','utf8').split('\\n').length<3)process.exit(1);setInterval(()=>{},1000)`), {...shared, restartPolicy: 'Always'}),
+        ],
+        containers: [nodeContainer('app', mark('app', 'setTimeout(()=>{},2500)'), shared)],
+        terminationGracePeriodSeconds: 2,
+      },
+    })
+    const app = await h.waitContainer('sidecar', 'app', (c) => !!c.state?.terminated, 'app completed', 20_000)
+    expect(app.state!.terminated!.reason).toBe('Completed')
+    const proxy = await h.waitContainer('sidecar', 'proxy', (c) => !!c.state?.terminated, 'sidecar stopped after app', 10_000)
+    expect(proxy.restartCount).toBe(1)
+    expect(proxy.state!.terminated!.exitCode).toBe(143)
+    await h.waitEvent('sidecar', (e) => e.reason === 'Killing' && e.message === 'Stopping container proxy', 'Killing proxy')
+  })
+
+  test('restartPolicy Always: the first restart is immediate, then CrashLoopBackOff with the kubelet message and a BackOff event', async () => {
+    const pod = await h.run({metadata: {name: 'crash'}, spec: {containers: [nodeContainer('app', 'process.exit(1)')]}})
+    const waiting = await h.waitContainer('crash', 'app', (c) => c.state?.waiting?.reason === 'CrashLoopBackOff', 'CrashLoopBackOff')
+    expect(waiting.restartCount).toBe(1)
+    expect(waiting.state!.waiting!.message).toBe(`back-off 1s restarting failed container=app pod=crash_${h.ns}(${pod.metadata!.uid})`)
+    expect(waiting.lastState!.terminated).toMatchObject({exitCode: 1, reason: 'Error'})
+    const e = await h.waitEvent('crash', (x) => x.reason === 'BackOff', 'BackOff event')
+    expect(e).toMatchObject({type: 'Warning', message: `Back-off restarting failed container app in pod crash_${h.ns}(${pod.metadata!.uid})`})
+    // The next delay doubles: 2s (the cap here).
+    const later = await h.waitContainer('crash', 'app', (c) => c.state?.waiting?.message?.startsWith('back-off 2s') === true, 'backoff 2s', 15_000)
+    expect(later.restartCount).toBeGreaterThanOrEqual(2)
+  })
+
+  test('OnFailure does not restart a container that exited 0; Always does', async () => {
+    await h.run({metadata: {name: 'onfailure'}, spec: {restartPolicy: 'OnFailure', containers: [nodeContainer('app', 'process.exit(0)')]}})
+    await h.run({metadata: {name: 'always'}, spec: {restartPolicy: 'Always', containers: [nodeContainer('app', 'setTimeout(()=>process.exit(0),100)')], terminationGracePeriodSeconds: 2}})
+    await h.waitContainer('always', 'app', (c) => c.restartCount >= 1, 'Always restarts after exit 0')
+    const done = await h.waitContainer('onfailure', 'app', (c) => !!c.state?.terminated, 'OnFailure terminated')
+    expect(done.restartCount).toBe(0)
+    expect(done.state!.terminated!.reason).toBe('Completed')
+  })
+})
+
+describeE2e('runtime: spec updates', () => {
+  const h = new RuntimeHarness()
+  beforeAll(() => h.setUp())
+  afterAll(() => h.tearDown())
+
+  test('a changed image restarts its container at once (Killing "definition changed"); other containers keep running', async () => {
+    const pod = await h.run({
+      metadata: {name: 'upd'},
+      spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('a', 'setInterval(()=>{},1000)'), nodeContainer('b', 'setInterval(()=>{},1000)')]},
+    })
+    await h.waitContainer('upd', 'a', (c) => !!c.state?.running, 'a running')
+    const b0 = (await h.waitContainer('upd', 'b', (c) => !!c.state?.running, 'b running')).containerID
+    const updated = structuredClone(pod)
+    updated.spec!.containers[0].image = 'node:next'
+    await h.provider.updatePod(updated)
+    const a = await h.waitContainer('upd', 'a', (c) => c.restartCount === 1 && !!c.state?.running, 'a restarted', 10_000)
+    expect(a.image).toBe('node:next')
+    await h.waitEvent('upd', (e) => e.reason === 'Killing' && e.message === 'Container a definition changed, will be restarted', 'Killing a')
+    expect(h.container('upd', 'b')).toMatchObject({restartCount: 0, containerID: b0})
+  })
+})
+
+describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
+  const h = new RuntimeHarness()
+  beforeAll(() => h.setUp())
+  afterAll(() => h.tearDown())
+
+  test('first restart immediately, the second 10 s after the exit before it', async () => {
+    await h.run({metadata: {name: 'crash10'}, spec: {containers: [nodeContainer('app', 'process.exit(1)')]}})
+    const first = await h.waitContainer('crash10', 'app', (c) => c.restartCount === 1 && !!c.lastState?.terminated, 'first restart')
+    const firstExit = new Date(first.lastState!.terminated!.finishedAt!).getTime()
+    const secondStart = await waitFor(
+      () => {
+        const c = h.container('crash10', 'app')!
+        return c.restartCount >= 2 ? c : undefined
+      },
+      'second restart',
+      20_000,
+      50,
+    )
+    const second = secondStart.state?.running?.startedAt ?? secondStart.lastState?.terminated?.startedAt
+    // The instance after the first restart exited at lastState of restart 2; restart 2 came >= 10 s after it.
+    const exitBefore = new Date(h.reports.filter((p) => p.metadata!.name === 'crash10').map((p) => p.status!.containerStatuses![0]).find((c) => c.restartCount === 1 && c.state?.waiting?.reason === 'CrashLoopBackOff')!.lastState!.terminated!.finishedAt!).getTime()
+    expect(exitBefore).toBeGreaterThanOrEqual(firstExit)
+    expect(new Date(second!).getTime() - exitBefore).toBeGreaterThanOrEqual(9_900)
+    expect(new Date(second!).getTime() - exitBefore).toBeLessThan(12_000)
+    expect(h.reports.find((p) => p.metadata!.name === 'crash10' && p.status!.containerStatuses![0].restartCount === 1)).toBeDefined()
+  }, 40_000)
+})

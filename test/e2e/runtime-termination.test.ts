@@ -1,0 +1,120 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
+import {join} from 'node:path'
+import {describeE2e, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
+import {NODE, nodeContainer, RuntimeHarness} from './runtime-harness.js'
+
+describeE2e('runtime: termination, deadlines and leftovers', () => {
+  const h = new RuntimeHarness()
+  let out: string
+  beforeAll(async () => {
+    await h.setUp()
+    out = mkdtempSync(join(runDir(), 'rt-term-'))
+  })
+  afterAll(() => h.tearDown())
+
+  test('preStop runs first, then SIGTERM to the process group: a process that exits 0 on SIGTERM is Completed', async () => {
+    const mark = uniqueName('graceful')
+    const hookFile = join(out, 'prestop')
+    const pod = await h.run({
+      metadata: {name: 'graceful'},
+      spec: {
+        terminationGracePeriodSeconds: 10,
+        containers: [
+          nodeContainer('app', `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);process.on('SIGTERM',()=>{require('fs').appendFileSync('${hookFile}','term\\n');process.exit(0)});setInterval(()=>{},1000)`, {
+            lifecycle: {preStop: {exec: {command: [NODE, '-e', `require('fs').appendFileSync('${hookFile}','prestop\\n')`]}}},
+          }),
+        ],
+      },
+    })
+    await h.waitContainer('graceful', 'app', (c) => !!c.state?.running, 'running')
+    await waitFor(async () => (await processesMatching(mark)).length === 2 || undefined, 'the container and its child')
+    const t0 = Date.now()
+    await h.provider.deletePod(pod, 10)
+    expect(Date.now() - t0).toBeLessThan(5_000)
+    expect(readFileSync(hookFile, 'utf8')).toBe('prestop\nterm\n')
+    expect(h.container('graceful', 'app')!.state!.terminated).toMatchObject({exitCode: 0, reason: 'Completed'})
+    // The whole group went, the child too.
+    expect(await processesMatching(mark)).toEqual([])
+    const e = await h.waitEvent('graceful', (x) => x.reason === 'Killing', 'Killing event')
+    expect(e).toMatchObject({type: 'Normal', message: 'Stopping container app'})
+  })
+
+  test('a process that ignores SIGTERM is SIGKILLed at the deadline: 137', async () => {
+    const mark = uniqueName('stubborn')
+    const pod = await h.run({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 3, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]}})
+    await h.waitContainer('stubborn', 'app', (c) => !!c.state?.running, 'running')
+    await new Promise((r) => setTimeout(r, 300))
+    const t0 = Date.now()
+    await h.provider.deletePod(pod, 3)
+    const took = Date.now() - t0
+    expect(took).toBeGreaterThanOrEqual(2_900)
+    expect(took).toBeLessThan(4_500)
+    expect(h.container('stubborn', 'app')!.state!.terminated).toMatchObject({exitCode: 137, reason: 'Error', signal: 9})
+    expect(await processesMatching(mark)).toEqual([])
+  })
+
+  test('deletePod again with a shorter grace moves the deadline closer (never below 2 s after SIGTERM)', async () => {
+    const mark = uniqueName('shorter')
+    const pod = await h.run({metadata: {name: 'shorter'}, spec: {terminationGracePeriodSeconds: 60, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]}})
+    await h.waitContainer('shorter', 'app', (c) => !!c.state?.running, 'running')
+    await new Promise((r) => setTimeout(r, 300))
+    const t0 = Date.now()
+    const first = h.provider.deletePod(pod, 60)
+    await new Promise((r) => setTimeout(r, 500))
+    const second = h.provider.deletePod(pod, 0)
+    await Promise.all([first, second])
+    const took = Date.now() - t0
+    expect(took).toBeGreaterThanOrEqual(1_900)
+    expect(took).toBeLessThan(4_000)
+    expect(h.container('shorter', 'app')!.state!.terminated!.exitCode).toBe(137)
+    expect(await processesMatching(mark)).toEqual([])
+  })
+
+  test('activeDeadlineSeconds: the pod fails with DeadlineExceeded and its containers are stopped', async () => {
+    const mark = uniqueName('deadline')
+    await h.run({metadata: {name: 'deadline'}, spec: {activeDeadlineSeconds: 2, terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', `/*${mark}*/setInterval(()=>{},1000)`)]}})
+    await h.waitContainer('deadline', 'app', (c) => !!c.state?.running, 'running')
+    const status = await waitFor(() => (h.status('deadline')?.reason === 'DeadlineExceeded' && h.container('deadline', 'app')?.state?.terminated ? h.status('deadline') : undefined), 'DeadlineExceeded', 10_000)
+    expect(status).toMatchObject({phase: 'Failed', reason: 'DeadlineExceeded', message: 'Pod was active on the node longer than the specified deadline'})
+    expect(h.container('deadline', 'app')!.state!.terminated!.exitCode).toBe(143)
+    await h.waitEvent('deadline', (e) => e.reason === 'DeadlineExceeded', 'DeadlineExceeded event')
+    expect(await processesMatching(mark)).toEqual([])
+  })
+
+  test('cleanupPod removes the sandbox, secrets and logs; an unknown pod is NotFound', async () => {
+    await h.c.core.createNamespacedSecret({namespace: h.ns, body: {metadata: {name: 'tls'}, stringData: {key: 'secret-bytes'}}})
+    const pod = await h.run({
+      metadata: {name: 'cleanme'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        volumes: [{name: 'tls', secret: {secretName: 'tls'}}],
+        containers: [nodeContainer('app', `console.log('hi');setInterval(()=>{},1000)`, {volumeMounts: [{name: 'tls', mountPath: '/tls'}]})],
+      },
+    })
+    await h.waitContainer('cleanme', 'app', (c) => !!c.state?.running, 'running')
+    const sandbox = join(h.stateDir, 'pods', pod.metadata!.uid!)
+    expect(existsSync(join(sandbox, 'volumes', 'tls', 'key'))).toBe(true)
+    await h.provider.deletePod(pod, 2)
+    await h.provider.cleanupPod(pod)
+    expect(existsSync(sandbox)).toBe(false)
+    expect(existsSync(join(h.stateDir, 'logs', `${h.ns}_cleanme_${pod.metadata!.uid}`))).toBe(false)
+    expect(await h.provider.getPod(h.ns, 'cleanme')).toBeUndefined()
+    await expect(h.provider.deletePod(pod, 1)).rejects.toMatchObject({kind: 'NotFound'})
+  })
+
+  test('close() leaves no process behind', async () => {
+    const h2 = new RuntimeHarness()
+    await h2.setUp()
+    const mark = uniqueName('closing')
+    try {
+      await h2.run({metadata: {name: 'a'}, spec: {containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);setInterval(()=>{},1000)`)]}})
+      await h2.run({metadata: {name: 'b'}, spec: {containers: [nodeContainer('app', `/*${mark}*/setInterval(()=>{},1000)`)]}})
+      await waitFor(async () => (await processesMatching(mark)).length === 3 || undefined, 'three processes')
+      await h2.provider.close()
+      expect(await processesMatching(mark)).toEqual([])
+    } finally {
+      await h2.tearDown()
+    }
+  })
+})

@@ -1,0 +1,54 @@
+import {describe, expect, test} from '@jest/globals'
+import {execFileSync, spawn} from 'node:child_process'
+import {groupMembers, isGroupAlive, readStat} from '../../src/emulator/runtime/proc.js'
+import {checkRelativePath} from '../../src/emulator/runtime/volumes.js'
+
+describe('/proc helpers', () => {
+  test('a process group with only a zombie left counts as gone, though kill(-pgid, 0) still succeeds', async () => {
+    // A parent (own group) forks a child into a new group of its own; the child exits and is never reaped.
+    const script = `import os,sys,time
+pid=os.fork()
+if pid==0:
+    os.setpgid(0,0); os._exit(0)
+print(pid, flush=True); time.sleep(30)`
+    let python = 'python3'
+    try {
+      execFileSync(python, ['-c', 'pass'])
+    } catch {
+      python = ''
+    }
+    if (!python) return
+    const parent = spawn(python, ['-c', script], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
+    try {
+      const pid = Number(await new Promise<string>((r) => parent.stdout.once('data', (d: Buffer) => r(d.toString().trim()))))
+      for (let i = 0; i < 50 && readStat(pid)?.state !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20))
+      expect(readStat(pid)!.state).toBe('Z')
+      expect(readStat(pid)!.pgrp).toBe(pid)
+      expect(() => process.kill(-pid, 0)).not.toThrow()
+      expect(isGroupAlive(pid)).toBe(false)
+      expect(isGroupAlive(parent.pid!)).toBe(true)
+      expect(groupMembers(parent.pid!).map((p) => p.pid)).toContain(parent.pid)
+    } finally {
+      process.kill(-parent.pid!, 'SIGKILL')
+    }
+  })
+
+  test('readStat parses a command name with spaces and parentheses', () => {
+    const s = readStat(process.pid)!
+    expect(s.pid).toBe(process.pid)
+    expect(s.state).toMatch(/[RS]/)
+    expect(s.startTime).toBeGreaterThan(0)
+    expect(readStat(2 ** 30)).toBeUndefined()
+  })
+})
+
+describe('volume paths', () => {
+  test.each([
+    ['a/b', undefined],
+    ['..data', undefined],
+    ['../x', `p "../x": must not contain '..'`],
+    ['a/../../x', `p "a/../../x": must not contain '..'`],
+    ['/etc/passwd', `p "/etc/passwd": must be a relative path`],
+    ['', 'p: must not be empty'],
+  ])('%j', (p, want) => expect(checkRelativePath(p, 'p')).toBe(want))
+})
