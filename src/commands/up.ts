@@ -53,6 +53,13 @@ export default class Up extends Command {
     const {hostname} = await import('node:os')
     const {Emulator} = await import('../emulator/emulator.js')
     const {attachPlainRenderer} = await import('../ui/plain.js')
+    const {ImageMap} = await import('../emulator/runtime/images.js')
+    // Read the image map before registering, so a bad file fails before the node exists.
+    const images = flags.images
+      ? await ImageMap.load(flags.images).catch((error: Error) => {
+          throw new UserError(`invalid --images ${flags.images}: ${error.message}`)
+        })
+      : undefined
     const emulator = new Emulator({
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
@@ -67,6 +74,10 @@ export default class Up extends Command {
       port: flags.port,
       stateDir: flags['state-dir'],
       reregister: !flags['no-reregister'],
+      provider: async (ctx) => {
+        const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
+        return ProcessProvider.create(ctx, {images})
+      },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],

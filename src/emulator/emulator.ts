@@ -23,7 +23,7 @@ import type {AuthorizationMode} from './server/auth.js'
 import {loadClientCa} from './server/client-ca.js'
 import {apiReviewer} from './server/review-api.js'
 import {KubeletServer} from './server/server.js'
-import type {KubeletSources} from './server/sources.js'
+import {defaultRunningCheck, type KubeletSources} from './server/sources.js'
 import {isDnsSubdomain} from './server/validate.js'
 
 export const DefaultKubeletPort = 10250
@@ -336,7 +336,13 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       port: config.port,
       stateDir: this.stateDir,
       sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
-      sources: {pods: () => this.pods(), ...o.kubelet},
+      sources: {
+        pods: () => this.pods(),
+        usage: () => this.provider?.usage?.() ?? [],
+        // With a provider that measures usage, a pod runs while it has a live process; otherwise its status says.
+        isRunning: (pod) => defaultRunningCheck(this.provider?.usage ? () => this.provider!.usage!() : undefined)(pod),
+        ...o.kubelet,
+      },
       anonymousAuth: o.anonymousAuth ?? false,
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),

@@ -118,7 +118,8 @@ describeE2e('runtime: what a container runs and sees', () => {
     const usage = h.provider.usage().find((u) => u.name === 'env')!
     expect(usage.containers[0].name).toBe('app')
     expect(usage.containers[0].memoryBytes).toBeGreaterThan(10 * 1024 * 1024)
-    expect(usage.containers[0].pids).toBeGreaterThanOrEqual(1)
+    expect(usage.containers[0].processes).toBeGreaterThanOrEqual(1)
+    expect(usage.containers[0].pid).toBeGreaterThan(0)
     expect(usage.containers[0].cpuSeconds).toBeGreaterThan(0)
     const record = JSON.parse(readFileSync(join(h.stateDir, 'pods', pod.metadata!.uid!, 'record.json'), 'utf8'))
     expect(record.containers[0]).toMatchObject({name: 'app', running: true, restartCount: 0})

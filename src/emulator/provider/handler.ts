@@ -1,5 +1,6 @@
 import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {EventRecorder} from '../kube/events.js'
+import type {PodUsage} from './usage.js'
 
 /**
  * What the pod core asks of whatever runs pods. Every pod handed over is a
@@ -34,6 +35,8 @@ export interface PodLifecycleHandler {
   notifyPods(callback: (pod: V1Pod) => void): void
   /** Stop everything (node shutdown has already terminated the pods); release resources. */
   close?(): Promise<void>
+  /** Per pod and container resource usage, when the provider can measure it (stats, metrics, the UI). */
+  usage?(): PodUsage[]
 }
 
 /** What a provider is given about its node when the emulator constructs it. */

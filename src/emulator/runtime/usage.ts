@@ -1,23 +1,10 @@
+import type {ContainerUsage} from '../provider/usage.js'
 import {ClockTicksPerSecond, groupMembers, PageSize, readStat} from './proc.js'
 
-export interface ContainerUsage {
-  name: string
-  /** CPU time of the container's live processes, plus what its main process reaped. */
-  cpuSeconds: number
-  /** Resident memory of the container's live processes. */
-  memoryBytes: number
-  pids: number
-}
-
-export interface PodUsage {
-  namespace: string
-  name: string
-  uid: string
-  containers: ContainerUsage[]
-}
+export type {ContainerUsage, PodUsage} from '../provider/usage.js'
 
 /** A container's usage from /proc: the sum over its process group. */
-export function processGroupUsage(name: string, pgid: number): ContainerUsage {
+export function processGroupUsage(name: string, pgid: number, startTime?: Date): ContainerUsage {
   const members = groupMembers(pgid)
   let ticks = 0
   let rss = 0
@@ -27,5 +14,12 @@ export function processGroupUsage(name: string, pgid: number): ContainerUsage {
   }
   const main = readStat(pgid)
   if (main) ticks += main.cutime + main.cstime
-  return {name, cpuSeconds: ticks / ClockTicksPerSecond, memoryBytes: rss * PageSize, pids: members.length}
+  return {
+    name,
+    cpuSeconds: ticks / ClockTicksPerSecond,
+    memoryBytes: rss * PageSize,
+    pid: members.some((m) => m.pid === pgid) ? pgid : undefined,
+    processes: members.length,
+    startTime,
+  }
 }

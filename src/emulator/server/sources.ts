@@ -1,4 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
+import type {PodUsage} from '../provider/usage.js'
 
 /**
  * What the kubelet API needs from the rest of the node, as small functions so
@@ -12,24 +13,7 @@ export type PodLister = () => V1Pod[]
 /** Whether any process of the pod is alive (the kubelet's runtime cache view, for /runningpods/). */
 export type RunningCheck = (pod: V1Pod) => boolean
 
-export interface ContainerUsage {
-  name: string
-  /** Cumulative CPU time of the container's processes (user + system), in core-seconds. */
-  cpuSeconds: number
-  /** Current working set (resident memory) of the container's processes, in bytes. */
-  memoryBytes: number
-  /** The main process, when one is alive. */
-  pid?: number
-  /** When this instance of the container started. */
-  startTime?: Date
-}
-
-export interface PodUsage {
-  namespace: string
-  name: string
-  uid: string
-  containers: ContainerUsage[]
-}
+export type {ContainerUsage, PodUsage} from '../provider/usage.js'
 
 /** Per pod and container resource usage, measured by the process runtime. */
 export type UsageSource = () => PodUsage[]

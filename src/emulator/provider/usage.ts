@@ -1,0 +1,24 @@
+/**
+ * Resource usage the runtime measures and the rest of the node reads (the
+ * kubelet API's stats and metrics, the terminal UI): one contract.
+ */
+export interface ContainerUsage {
+  name: string
+  /** Cumulative CPU time of the container's processes (user + system, reaped children included), in core-seconds. */
+  cpuSeconds: number
+  /** Resident memory of the container's live processes, in bytes (the working set). */
+  memoryBytes: number
+  /** The main process, while it is alive. */
+  pid?: number
+  /** Live processes in the container's process group. */
+  processes?: number
+  /** When this instance of the container started. */
+  startTime?: Date
+}
+
+export interface PodUsage {
+  namespace: string
+  name: string
+  uid: string
+  containers: ContainerUsage[]
+}
