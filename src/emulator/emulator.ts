@@ -327,6 +327,22 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await provider?.close?.()
   }
 
+  /**
+   * What the kubelet API serves: the pod core's pods and the provider's usage
+   * (looked up per request: the provider starts after the server). With a
+   * provider that measures usage, a pod runs while it has a live process;
+   * otherwise its status says. Options override each source (tests).
+   */
+  private kubeletSources(): KubeletSources {
+    const given = this.opts.kubelet ?? {}
+    const providerUsage = () => this.provider?.usage?.() ?? []
+    const usage = given.usage ?? providerUsage
+    const isRunning =
+      given.isRunning ??
+      (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(this.provider?.usage ? providerUsage : undefined)(pod))
+    return {pods: given.pods ?? (() => this.pods()), usage, isRunning}
+  }
+
   /** The kubelet HTTPS API on the port the node advertises. */
   private async startKubeletServer(config: NodeSpecConfig): Promise<void> {
     const o = this.opts
@@ -336,13 +352,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       port: config.port,
       stateDir: this.stateDir,
       sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
-      sources: {
-        pods: () => this.pods(),
-        usage: () => this.provider?.usage?.() ?? [],
-        // With a provider that measures usage, a pod runs while it has a live process; otherwise its status says.
-        isRunning: (pod) => defaultRunningCheck(this.provider?.usage ? () => this.provider!.usage!() : undefined)(pod),
-        ...o.kubelet,
-      },
+      sources: this.kubeletSources(),
       anonymousAuth: o.anonymousAuth ?? false,
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
