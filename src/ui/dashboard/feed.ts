@@ -1,0 +1,58 @@
+import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+
+/** What the dashboard needs of a node snapshot (src/emulator/node/node-controller.ts NodeSnapshot). */
+export interface NodeView {
+  name: string
+  conditions: V1NodeCondition[]
+  capacity: Record<string, string>
+  allocatable: Record<string, string>
+}
+
+/** The event shape the emulator's recorder emits (src/emulator/kube/events.ts RecordedEvent). */
+export interface FeedEvent {
+  type: string
+  reason: string
+  message: string
+  object: {kind?: string; name?: string; namespace?: string; uid?: string}
+  count: number
+  time: Date
+}
+
+/** Per-container usage, when the runtime offers it: cumulative CPU seconds, resident memory, main pid. */
+export interface ContainerUsage {
+  podUID: string
+  container: string
+  cpuSeconds: number
+  memoryBytes: number
+  pid?: number
+}
+
+type Listener = (...args: never[]) => void
+
+/**
+ * The read-only feed of one node the dashboard renders; the Emulator
+ * (src/emulator/emulator.ts) is one. Events: step, node, lease, event, error,
+ * stopping, and the pod feed: `pod` (the latest V1Pod with status) and
+ * `podRemoved` (a pod UID). pods() and usage() are optional so the dashboard
+ * works with a node that does not run pods yet.
+ */
+export interface DashboardFeed {
+  readonly serverVersion: string
+  readonly server: string
+  readonly startedAt: Date
+  readonly lastLeaseRenewal: Date | undefined
+  /** Where container logs live (src/emulator/runtime/log-layout.ts). */
+  readonly stateDir?: string
+  node?(): NodeView | undefined
+  pods?(): V1Pod[]
+  usage?(): ContainerUsage[]
+  on(event: string, listener: Listener): unknown
+  off(event: string, listener: Listener): unknown
+}
+
+/** What the dashboard asks of the outside world: kills go through the API, never to processes. */
+export interface DashboardActions {
+  deletePod(namespace: string, name: string, opts: {force: boolean}): Promise<void>
+  /** Graceful shutdown of the node; the dashboard shows `stopping` progress until unmounted. */
+  quit(): void
+}
