@@ -101,5 +101,20 @@ export function readPod(session: KubeSession, namespace: string, name: string): 
 export async function streamPodLogs(session: KubeSession, pod: V1Pod, opts: LogOptions, onLine: (container: string, line: string, multi: boolean) => void): Promise<void> {
   const containers = chooseContainers(pod, opts.container)
   const multi = containers.length > 1
-  await Promise.all(containers.map((c) => streamContainerLog(session, {...opts, container: c}, (line) => onLine(c, line, multi))))
+  // One failing container ends the others too: nothing keeps streaming after the command reported an error.
+  const all = new AbortController()
+  const onAbort = () => all.abort()
+  opts.signal?.addEventListener('abort', onAbort)
+  try {
+    await Promise.all(
+      containers.map((c) =>
+        streamContainerLog(session, {...opts, container: c, signal: all.signal}, (line) => onLine(c, line, multi)).catch((error) => {
+          all.abort()
+          throw error
+        }),
+      ),
+    )
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort)
+  }
 }

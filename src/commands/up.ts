@@ -45,7 +45,6 @@ export default class Up extends Command {
     const {flags} = await this.parse(Up)
     const {hostname} = await import('node:os')
     const {Emulator} = await import('../emulator/emulator.js')
-    const {attachPlainRenderer} = await import('../ui/plain.js')
     const emulator = new Emulator({
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
@@ -61,7 +60,6 @@ export default class Up extends Command {
       stateDir: flags['state-dir'],
       reregister: !flags['no-reregister'],
     })
-    const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
     let stopping: Promise<void> | undefined
     let stopped!: () => void
     const stopRequested = new Promise<void>((resolve) => (stopped = resolve))
@@ -75,6 +73,7 @@ export default class Up extends Command {
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    const detach = await this.render(emulator, flags, stop)
     try {
       await emulator.start()
       await stopRequested
@@ -87,5 +86,22 @@ export default class Up extends Command {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
     }
+  }
+
+  /**
+   * On an interactive terminal (not --no-tui, not -o json, not CI): the Ink
+   * dashboard, whose kills go through the API. Otherwise one plain or JSON
+   * line per change. Returns the function that detaches the renderer.
+   */
+  private async render(emulator: import('../emulator/emulator.js').Emulator, flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void): Promise<() => void> {
+    const {isInteractive} = await import('../ui/terminal.js')
+    if (flags['no-tui'] || flags.output === 'json' || !isInteractive()) {
+      const {attachPlainRenderer} = await import('../ui/plain.js')
+      return attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
+    }
+    const {startDashboard} = await import('../ui/dashboard/start.js')
+    const {podActions} = await import('../cli/pod-actions.js')
+    const actions = {...podActions({kubeconfig: flags.kubeconfig, context: flags.context}), quit: stop}
+    return startDashboard(emulator, {nodeName: emulator.opts.name, actions}).unmount
   }
 }

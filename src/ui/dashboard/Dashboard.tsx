@@ -103,10 +103,9 @@ export function Dashboard({store, actions, stateDir}: DashboardProps) {
     <Box flexDirection="column" width={columns}>
       <Header model={model} />
       <Box marginTop={1}>
-        <PodTable model={model} selected={selected} width={columns} height={tableHeight} />
+        {mode === 'help' ? <Help /> : <PodTable model={model} selected={selected} width={columns} height={tableHeight} />}
       </Box>
-      <Box marginTop={1} flexDirection="column" height={lower} overflow="hidden">
-        {mode === 'help' ? <Help /> : null}
+      <Box marginTop={1} flexDirection="column" height={lower}>
         {mode === 'details' && current ? <Details pod={current.pod} events={model.events} now={model.now} height={lower} /> : null}
         {mode === 'logs' && current ? <LogPane pod={current.pod} lines={logLines} height={lower} /> : null}
         {mode === 'confirm' && confirm ? (
@@ -124,7 +123,7 @@ export function Dashboard({store, actions, stateDir}: DashboardProps) {
             ))}
           </Box>
         ) : null}
-        {mode === 'table' ? <EventFeed events={model.events} errors={model.errors} height={lower - 1} /> : null}
+        {mode === 'table' || mode === 'help' ? <EventFeed events={model.events} errors={model.errors} height={lower - 1} /> : null}
       </Box>
       <Footer mode={mode} note={note} />
     </Box>

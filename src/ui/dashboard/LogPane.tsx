@@ -31,7 +31,7 @@ export function LogPane({pod, lines, height}: {pod: V1Pod; lines: LogLine[]; hei
   const multi = containers.length > 1
   const shown = lines.slice(-Math.max(1, height - 1))
   return (
-    <Box flexDirection="column" height={height} overflow="hidden">
+    <Box flexDirection="column">
       <Text bold color="cyan">
         logs {pod.metadata?.namespace}/{pod.metadata?.name}
         <Text dimColor> (following)</Text>

@@ -67,13 +67,18 @@ export interface TableProps {
 
 /** A table as one Text per line: cheap to redraw, no nested layout per cell. */
 export function Table({columns, rows, width, height, selected, sortColumn, descending, empty}: TableProps) {
-  const widths = layoutColumns(columns, rows, width)
+  // The sort mark is part of its title, so it is counted in the width.
+  const titles = columns.map((c, i) => (i === sortColumn ? `${c.title}${descending ? '↓' : '↑'}` : c.title))
+  const widths = layoutColumns(
+    columns.map((c, i) => ({...c, title: titles[i]})),
+    rows,
+    width,
+  )
   const line = (cells: string[]) =>
     cells
       .map((c, i) => fit(c, widths[i], columns[i].align))
       .join('  ')
       .trimEnd()
-  const titles = columns.map((c, i) => (i === sortColumn ? `${c.title}${descending ? '↓' : '↑'}` : c.title))
   const [from, to] = visibleWindow(rows.length, selected ?? 0, Math.max(1, height))
   return (
     <Box flexDirection="column">

@@ -25,17 +25,26 @@ export function startDashboard(feed: DashboardFeed, opts: {nodeName: string; act
     stdout,
     exitOnCtrlC: false,
     maxFps: DashboardMaxFps,
-    incrementalRendering: true,
   })
   let done = false
+  // An exit that skips unmount (a second ctrl-c during shutdown) must still give the shell its screen back.
+  const restore = () => {
+    if (!done) stdout.write(LeaveAltScreen)
+  }
+  process.once('exit', restore)
   return {
     store,
     unmount() {
       if (done) return
       done = true
+      process.off('exit', restore)
+      const last = store.getSnapshot()
       app.unmount()
       store.dispose()
       stdout.write(LeaveAltScreen)
+      // What happened stays on the normal screen once the dashboard is gone.
+      for (const s of last.stopping) stdout.write(`${last.nodeName}: ${s}\n`)
+      for (const e of last.errors.slice(-3)) stdout.write(`${last.nodeName}: error: ${e}\n`)
     },
   }
 }

@@ -134,10 +134,12 @@ function num(v: string | undefined): number | undefined {
 
 export function formatCores(cores: number): string {
   const m = Math.round(cores * 1000)
+  if (m === 0) return '0'
   return m >= 1000 && m % 1000 === 0 ? String(m / 1000) : `${m}m`
 }
 
 export function formatMem(bytes: number): string {
+  if (bytes === 0) return '0'
   if (bytes >= 2 ** 30) return `${(bytes / 2 ** 30).toFixed(1)}Gi`
   if (bytes >= 2 ** 20) return `${Math.round(bytes / 2 ** 20)}Mi`
   return `${Math.round(bytes / 1024)}Ki`
