@@ -1,5 +1,5 @@
 import {Box, Text, useInput} from 'ink'
-import {useEffect, useState, useSyncExternalStore} from 'react'
+import {useReducer, useRef, useSyncExternalStore} from 'react'
 import {Details} from './Details.js'
 import {EventFeed} from './EventFeed.js'
 import type {DashboardActions} from './feed.js'
@@ -17,6 +17,13 @@ export interface DashboardProps {
   stateDir?: string
 }
 
+interface UiState {
+  mode: Mode
+  selectedUid?: string
+  confirm?: Confirm
+  note?: string
+}
+
 interface Confirm {
   uid: string
   namespace: string
@@ -31,66 +38,72 @@ const FooterLines = 1
 export function Dashboard({store, actions, stateDir}: DashboardProps) {
   const model = useSyncExternalStore(store.subscribe, store.getSnapshot)
   const {columns, rows} = useTerminalSize()
-  const [mode, setMode] = useState<Mode>('table')
-  const [selectedUid, setSelectedUid] = useState<string | undefined>()
-  const [confirm, setConfirm] = useState<Confirm | undefined>()
-  const [note, setNote] = useState<string | undefined>()
+  // UI state lives in a ref that key handling reads and writes directly: keys typed faster than
+  // React re-renders never act on a stale selection or mode. bump() redraws.
+  const ui = useRef<UiState>({mode: 'table'})
+  const [, bump] = useReducer((n: number) => n + 1, 0)
+  const set = (patch: Partial<UiState>) => {
+    Object.assign(ui.current, patch)
+    bump()
+  }
+  const {mode, confirm, note} = ui.current
 
-  // The selection follows the pod, not the line: sorting or new pods do not move it.
-  let selected = model.rows.findIndex((r) => r.uid === selectedUid)
-  if (selected < 0) selected = 0
+  const selectedIndex = (rowsNow: PodView[]) => {
+    // The selection follows the pod, not the line: sorting or new pods do not move it.
+    const i = rowsNow.findIndex((r) => r.uid === ui.current.selectedUid)
+    return i < 0 ? 0 : i
+  }
+  const selected = selectedIndex(model.rows)
   const current: PodView | undefined = model.rows[selected]
-  useEffect(() => {
-    if (current && current.uid !== selectedUid) setSelectedUid(current.uid)
-  }, [current?.uid, selectedUid])
   const logLines = useLogTail(mode === 'logs' ? stateDir : undefined, mode === 'logs' ? current?.pod : undefined)
 
-  const move = (delta: number) => {
-    const next = model.rows[Math.max(0, Math.min(model.rows.length - 1, selected + delta))]
-    if (next) setSelectedUid(next.uid)
-  }
   const kill = async (c: Confirm) => {
-    setNote(`${c.force ? 'force ' : ''}kill requested: ${c.namespace}/${c.name}`)
+    set({note: `${c.force ? 'force ' : ''}kill requested: ${c.namespace}/${c.name}`})
     try {
       await actions.deletePod(c.namespace, c.name, {force: c.force})
     } catch (error) {
-      setNote(`kill ${c.namespace}/${c.name} failed: ${(error as Error).message}`)
+      set({note: `kill ${c.namespace}/${c.name} failed: ${(error as Error).message}`})
     }
   }
   const quit = () => {
-    setMode('quitting')
+    set({mode: 'quitting'})
     actions.quit()
   }
 
   useInput((input, key) => {
-    if (key.ctrl && input === 'c') return quit()
-    if (mode === 'quitting') return
-    if (mode === 'confirm') {
-      if (confirm && input === 'y') void kill(confirm)
-      else setNote('kill cancelled')
-      setConfirm(undefined)
-      setMode('table')
-      return
+    const now = ui.current
+    const rowsNow = store.getSnapshot().rows
+    const sel = selectedIndex(rowsNow)
+    const cur = rowsNow[sel]
+    const move = (delta: number) => {
+      const next = rowsNow[Math.max(0, Math.min(rowsNow.length - 1, sel + delta))]
+      if (next) set({selectedUid: next.uid})
     }
-    if (mode === 'help') {
-      if (key.escape || input === '?' || input === 'q') setMode('table')
+    if (key.ctrl && input === 'c') return quit()
+    if (now.mode === 'quitting') return
+    if (now.mode === 'confirm') {
+      if (now.confirm && input === 'y') void kill(now.confirm)
+      else set({note: 'kill cancelled'})
+      return set({confirm: undefined, mode: 'table'})
+    }
+    if (now.mode === 'help') {
+      if (key.escape || input === '?' || input === 'q') set({mode: 'table'})
       return
     }
     if (input === 'q') return quit()
-    if (input === '?') return setMode('help')
-    if (key.escape || key.backspace) return setMode('table')
+    if (input === '?') return set({mode: 'help'})
     if (key.upArrow || input === 'k') return move(-1)
     if (key.downArrow || input === 'j') return move(1)
     if (key.pageUp) return move(-10)
     if (key.pageDown) return move(10)
+    if (key.escape || key.backspace) return set({mode: 'table'})
     if (input === 's') return store.cycleSort()
     if (input === 'S') return store.reverseSort()
-    if (!current) return
-    if (key.return) return setMode(mode === 'details' ? 'table' : 'details')
-    if (input === 'l') return setMode(mode === 'logs' ? 'table' : 'logs')
+    if (!cur) return
+    if (key.return) return set({mode: now.mode === 'details' ? 'table' : 'details', selectedUid: cur.uid})
+    if (input === 'l') return set({mode: now.mode === 'logs' ? 'table' : 'logs', selectedUid: cur.uid})
     if (input === 'x' || input === 'X') {
-      setConfirm({uid: current.uid, namespace: current.namespace, name: current.name, force: input === 'X'})
-      setMode('confirm')
+      set({mode: 'confirm', selectedUid: cur.uid, confirm: {uid: cur.uid, namespace: cur.namespace, name: cur.name, force: input === 'X'}})
     }
   })
 

@@ -69,12 +69,15 @@ export interface TableProps {
 export function Table({columns, rows, width, height, selected, sortColumn, descending, empty}: TableProps) {
   // The sort mark is part of its title, so it is counted in the width.
   const titles = columns.map((c, i) => (i === sortColumn ? `${c.title}${descending ? '↓' : '↑'}` : c.title))
+  // A selectable table marks the selected row with a pointer too, so it shows without colour (NO_COLOR).
+  const marker = selected !== undefined ? 2 : 0
   const widths = layoutColumns(
     columns.map((c, i) => ({...c, title: titles[i]})),
     rows,
-    width,
+    width - marker,
   )
-  const line = (cells: string[]) =>
+  const line = (cells: string[], pointer = false) =>
+    (marker ? (pointer ? '› ' : '  ') : '') +
     cells
       .map((c, i) => fit(c, widths[i], columns[i].align))
       .join('  ')
@@ -88,7 +91,7 @@ export function Table({columns, rows, width, height, selected, sortColumn, desce
         const isSelected = from + i === selected
         return (
           <Text key={r.key} color={ToneColor[r.tone]} inverse={isSelected} wrap="truncate">
-            {line(r.cells)}
+            {line(r.cells, isSelected)}
           </Text>
         )
       })}

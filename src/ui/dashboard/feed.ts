@@ -27,7 +27,8 @@ export interface ContainerUsage {
   pid?: number
 }
 
-type Listener = (...args: never[]) => void
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- listeners of differently typed events
+export type Listener = (...args: any[]) => void
 
 /**
  * The read-only feed of one node the dashboard renders; the Emulator

@@ -1,7 +1,7 @@
 import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
 import {parseQuantity} from '../../emulator/quantity.js'
 import {humanAge, podReady, podRestarts, podStatus} from '../pod-status.js'
-import type {ContainerUsage, DashboardFeed, FeedEvent, NodeView} from './feed.js'
+import type {ContainerUsage, DashboardFeed, FeedEvent, Listener, NodeView} from './feed.js'
 
 /** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
 export const DefaultRedrawIntervalMs = 100
@@ -175,7 +175,7 @@ export class DashboardStore {
   private lastFlush = -Infinity
   private dirty = false
   private version = 0
-  private readonly handlers: Record<string, (...args: never[]) => void>
+  private readonly handlers: Record<string, Listener>
   private readonly redrawMs: number
   private readonly maxEvents: number
   /** Number of times listeners were told (for tests and for measuring redraw cost). */
@@ -188,14 +188,14 @@ export class DashboardStore {
     this.redrawMs = opts.redrawIntervalMs ?? DefaultRedrawIntervalMs
     this.maxEvents = opts.maxEvents ?? DefaultMaxEvents
     this.handlers = {
-      step: ((step: string, detail: string) => this.update(() => this.steps.push({step, detail}))) as never,
-      node: ((s: NodeView) => this.update(() => (this.node = s))) as never,
-      lease: (() => this.markDirty()) as never,
-      event: ((e: FeedEvent) => this.update(() => this.pushEvent(e))) as never,
-      error: ((m: string) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes)))) as never,
-      stopping: ((d: string) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes)))) as never,
-      pod: ((p: V1Pod) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p))) as never,
-      podRemoved: ((uid: string) => this.update(() => this.removePod(uid))) as never,
+      step: (step: string, detail: string) => this.update(() => this.steps.push({step, detail})),
+      node: (s: NodeView) => this.update(() => (this.node = s)),
+      lease: () => this.markDirty(),
+      event: (e: FeedEvent) => this.update(() => this.pushEvent(e)),
+      error: (m: string) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
+      stopping: (d: string) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
+      pod: (p: V1Pod) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
+      podRemoved: (uid: string) => this.update(() => this.removePod(uid)),
     }
     this.model = this.build()
   }
