@@ -10,7 +10,8 @@ export function colorEnabled(stream: NodeJS.WritableStream = process.stdout): bo
 }
 
 export function paint(enabled: boolean, color: Color | 'bold' | 'dim', text: string): string {
-  return enabled ? styleText(color, text) : text
+  // The decision is colorEnabled's: styleText must not second-guess it from process.stdout.
+  return enabled ? styleText(color, text, {validateStream: false}) : text
 }
 
 /** stern's idea: one stable colour per container (or pod), from a small palette. */
