@@ -8,7 +8,9 @@ import {type Clients, clients, describeE2e, kubeconfigPath, processesMatching, r
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-tui')
 const tmux = (args: string[]) => execa('tmux', ['-L', socket, ...args], {reject: false})
-const screen = async (target: string) => (await tmux(['capture-pane', '-p', '-t', target])).stdout
+/** The last screen captured, for failure messages. */
+let lastScreen = ''
+const screen = async (target: string) => (lastScreen = (await tmux(['capture-pane', '-p', '-t', target])).stdout)
 
 describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
   let c: Clients
@@ -30,7 +32,7 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     const first = await waitFor(async () => {
       const s = await screen('tui')
       return /Ready=True/.test(s) && /q quit/.test(s) ? s : undefined
-    }, async () => `the dashboard:\n${await screen('tui')}`, 30_000, 200)
+    }, () => `the dashboard:\n${lastScreen}`, 30_000, 200)
     expect(first).toContain(node)
     expect(first).toMatch(/Kubernetes v\d+\.\d+/)
     expect(first).toMatch(/Ready=True\s+MemoryPressure=False\s+DiskPressure=False\s+PIDPressure=False/)
@@ -49,7 +51,7 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     const after = await waitFor(async () => {
       const s = await screen('tui')
       return /EXITED rc=\d+/.test(s) ? s : undefined
-    }, async () => `up to exit:\n${await screen('tui')}`, 30_000, 200)
+    }, () => `up to exit:\n${lastScreen}`, 30_000, 200)
     expect(after).toContain('EXITED rc=0')
     // Back on the normal screen, the shutdown is summarised.
     expect(after).toContain(`${node}: marking node NotReady and cordoning it`)
