@@ -52,7 +52,6 @@ export default class Up extends Command {
     const {flags} = await this.parse(Up)
     const {hostname} = await import('node:os')
     const {Emulator} = await import('../emulator/emulator.js')
-    const {attachPlainRenderer} = await import('../ui/plain.js')
     const {ImageMap} = await import('../emulator/runtime/images.js')
     // Read the image map before registering, so a bad file fails before the node exists.
     const images = flags.images
@@ -85,7 +84,6 @@ export default class Up extends Command {
       authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
       clientCaFile: flags['client-ca-file'],
     })
-    const detach = attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
     let stopping: Promise<void> | undefined
     let stopped!: () => void
     const stopRequested = new Promise<void>((resolve) => (stopped = resolve))
@@ -99,6 +97,7 @@ export default class Up extends Command {
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    const detach = await this.render(emulator, flags, stop)
     try {
       await emulator.start()
       await stopRequested
@@ -111,5 +110,22 @@ export default class Up extends Command {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
     }
+  }
+
+  /**
+   * On an interactive terminal (not --no-tui, not -o json, not CI): the Ink
+   * dashboard, whose kills go through the API. Otherwise one plain or JSON
+   * line per change. Returns the function that detaches the renderer.
+   */
+  private async render(emulator: import('../emulator/emulator.js').Emulator, flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void): Promise<() => void> {
+    const {isInteractive} = await import('../ui/terminal.js')
+    if (flags['no-tui'] || flags.output === 'json' || !isInteractive()) {
+      const {attachPlainRenderer} = await import('../ui/plain.js')
+      return attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
+    }
+    const {startDashboard} = await import('../ui/dashboard/start.js')
+    const {podActions} = await import('../cli/pod-actions.js')
+    const actions = {...podActions({kubeconfig: flags.kubeconfig, context: flags.context}), quit: stop}
+    return startDashboard(emulator, {nodeName: emulator.opts.name, actions}).unmount
   }
 }

@@ -23,6 +23,7 @@ import type {AuthorizationMode} from './server/auth.js'
 import {loadClientCa} from './server/client-ca.js'
 import {apiReviewer} from './server/review-api.js'
 import {KubeletServer} from './server/server.js'
+import type {PodUsage} from './provider/usage.js'
 import {defaultRunningCheck, type KubeletSources} from './server/sources.js'
 import {isDnsSubdomain} from './server/validate.js'
 
@@ -154,6 +155,11 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   }
 
   /** The pods of this node, each with the status as last written (deep copies). */
+  /** Per pod and container usage measured by the provider (empty when it measures none). */
+  usage(): PodUsage[] {
+    return this.provider?.usage?.() ?? []
+  }
+
   pods(): V1Pod[] {
     return this.podController?.pods() ?? []
   }
@@ -335,7 +341,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
    */
   private kubeletSources(): KubeletSources {
     const given = this.opts.kubelet ?? {}
-    const providerUsage = () => this.provider?.usage?.() ?? []
+    const providerUsage = () => this.usage()
     const usage = given.usage ?? providerUsage
     const isRunning =
       given.isRunning ??

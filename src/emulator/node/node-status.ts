@@ -7,6 +7,8 @@ export const LabelPrefix = 'vnode.dev'
 export const NodeMarkerLabel = `${LabelPrefix}/node`
 export const LastAppliedStatusAnnotation = `${LabelPrefix}/last-applied-status`
 export const CordonedByAnnotation = `${LabelPrefix}/cordoned`
+/** On pods in the kubelet API's /runningpods/: `container=pid,...`. */
+export const PodPidsAnnotation = `${LabelPrefix}/pids`
 export const DefaultTaint: V1Taint = {key: 'virtual-kubelet.io/provider', value: 'vnode', effect: 'NoSchedule'}
 export const DefaultMaxPods = 110
 

@@ -9,6 +9,7 @@ import {LogOptionsError, parseLogOptions} from './log-options.js'
 import {readLogFile} from './log-reader.js'
 import {MetricsContentType, resourceMetrics} from './metrics.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
+import {PodPidsAnnotation} from '../node/node-status.js'
 import {defaultRunningCheck, type KubeletSources, type PodUsage} from './sources.js'
 import {ensureServingCert, type ServingCert} from './serving-cert.js'
 import {metaTime, SummaryBuilder} from './summary.js'
@@ -169,11 +170,19 @@ export class KubeletServer {
   /** The runtime's view: identity and containers only, as the kubelet's /runningpods/ reports. */
   private runningPods(): V1Pod[] {
     const running = this.opts.sources.isRunning ?? defaultRunningCheck(this.opts.sources.usage)
+    const pids = new Map((this.opts.sources.usage?.() ?? []).map((u) => [u.uid, u.containers.filter((c) => c.pid).map((c) => `${c.name}=${c.pid}`).join(',')]))
     return this.opts.sources
       .pods()
       .filter(running)
       .map((p) => ({
-        metadata: {name: p.metadata?.name, namespace: p.metadata?.namespace, uid: p.metadata?.uid, creationTimestamp: undefined},
+        metadata: {
+          name: p.metadata?.name,
+          namespace: p.metadata?.namespace,
+          uid: p.metadata?.uid,
+          creationTimestamp: undefined,
+          // The process ids behind the pod (`kubectl vnode pods -o wide` shows them).
+          ...(pids.get(p.metadata?.uid ?? '') ? {annotations: {[PodPidsAnnotation]: pids.get(p.metadata!.uid!)!}} : {}),
+        },
         spec: {containers: (p.spec?.containers ?? []).map((c) => ({name: c.name, image: c.image}))},
         status: {},
       }))

@@ -1,0 +1,66 @@
+import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import type {PodUsage} from '../../emulator/provider/usage.js'
+
+/** What the dashboard needs of a node snapshot (src/emulator/node/node-controller.ts NodeSnapshot). */
+export interface NodeView {
+  name: string
+  conditions: V1NodeCondition[]
+  capacity: Record<string, string>
+  allocatable: Record<string, string>
+}
+
+/** The event shape the emulator's recorder emits (src/emulator/kube/events.ts RecordedEvent). */
+export interface FeedEvent {
+  type: string
+  reason: string
+  message: string
+  object: {kind?: string; name?: string; namespace?: string; uid?: string}
+  count: number
+  time: Date
+}
+
+/** One container's usage sample, flattened from the runtime's PodUsage: cumulative CPU seconds, resident memory, main pid. */
+export interface ContainerSample {
+  podUID: string
+  container: string
+  cpuSeconds: number
+  memoryBytes: number
+  pid?: number
+}
+
+export function flattenUsage(pods: PodUsage[]): ContainerSample[] {
+  return pods.flatMap((p) =>
+    p.containers.map((c) => ({podUID: p.uid, container: c.name, cpuSeconds: c.cpuSeconds, memoryBytes: c.memoryBytes, pid: c.pid})),
+  )
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- listeners of differently typed events
+export type Listener = (...args: any[]) => void
+
+/**
+ * The read-only feed of one node the dashboard renders; the Emulator
+ * (src/emulator/emulator.ts) is one. Events: step, node, lease, event, error,
+ * stopping, and the pod feed: `pod` (the latest V1Pod with status) and
+ * `podRemoved` (a pod UID). pods() and usage() are optional so the dashboard
+ * works with a node that does not run pods yet.
+ */
+export interface DashboardFeed {
+  readonly serverVersion: string
+  readonly server: string
+  readonly startedAt: Date
+  readonly lastLeaseRenewal: Date | undefined
+  /** Where container logs live (src/emulator/runtime/log-layout.ts). */
+  readonly stateDir?: string
+  node?(): NodeView | undefined
+  pods?(): V1Pod[]
+  usage?(): PodUsage[]
+  on(event: string, listener: Listener): unknown
+  off(event: string, listener: Listener): unknown
+}
+
+/** What the dashboard asks of the outside world: kills go through the API, never to processes. */
+export interface DashboardActions {
+  deletePod(namespace: string, name: string, opts: {force: boolean}): Promise<void>
+  /** Graceful shutdown of the node; the dashboard shows `stopping` progress until unmounted. */
+  quit(): void
+}

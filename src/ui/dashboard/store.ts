@@ -1,0 +1,389 @@
+import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import {parseQuantity} from '../../emulator/quantity.js'
+import {humanAge, podReady, podRestarts, podStatus} from '../pod-status.js'
+import {type DashboardFeed, type FeedEvent, flattenUsage, type Listener, type NodeView} from './feed.js'
+
+/** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
+export const DefaultRedrawIntervalMs = 100
+/** Ages, uptime and "lease renewed Ns ago" move once a second. */
+export const DefaultTickMs = 1000
+/** How often per-container usage is sampled, when the node offers it. */
+export const DefaultUsageIntervalMs = 2000
+/** The event feed keeps the latest events only. */
+export const DefaultMaxEvents = 100
+/** Errors and shutdown steps kept for display. */
+export const DefaultMaxNotes = 20
+
+export type SortKey = 'namespace' | 'name' | 'status' | 'restarts' | 'age' | 'cpu' | 'mem'
+export const SortKeys: SortKey[] = ['namespace', 'name', 'status', 'restarts', 'age', 'cpu', 'mem']
+
+/** How a row is coloured, as k9s does: by what the STATUS column says. */
+export type Tone = 'ok' | 'pending' | 'completed' | 'failed' | 'terminating'
+
+export interface PodView {
+  uid: string
+  namespace: string
+  name: string
+  ready: string
+  status: string
+  restarts: string
+  restartCount: number
+  age: string
+  createdMs: number
+  pid: string
+  cpu: string
+  mem: string
+  cpuCores?: number
+  memBytes?: number
+  tone: Tone
+  pod: V1Pod
+}
+
+export interface EventLine {
+  time: Date
+  type: string
+  reason: string
+  object: string
+  uid?: string
+  message: string
+  count: number
+}
+
+export interface DashboardModel {
+  nodeName: string
+  server: string
+  serverVersion: string
+  now: number
+  startedAt: Date
+  lastLeaseRenewal?: Date
+  conditions: V1NodeCondition[]
+  podsUsed: number
+  podsCapacity?: number
+  cpuRequested: number
+  memRequested: number
+  cpuAllocatable?: number
+  memAllocatable?: number
+  rows: PodView[]
+  events: EventLine[]
+  steps: {step: string; detail: string}[]
+  errors: string[]
+  stopping: string[]
+  sort: {key: SortKey; descending: boolean}
+  /** Bumped on every flush. */
+  version: number
+}
+
+export interface StoreOptions {
+  nodeName: string
+  redrawIntervalMs?: number
+  tickMs?: number
+  usageIntervalMs?: number
+  maxEvents?: number
+}
+
+const FailedStatuses = /^(Error|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerStatusUnknown|OOMKilled|Failed|Unknown|Evicted|NodeLost|OutOf.*|Unexpected.*|.*ExitCode:.*|.*Signal:.*|Init:Error|Init:CrashLoopBackOff)$/
+
+export function toneOf(status: string, ready: string): Tone {
+  if (status === 'Terminating') return 'terminating'
+  if (status === 'Completed' || status === 'Succeeded') return 'completed'
+  if (FailedStatuses.test(status)) return 'failed'
+  if (status === 'Running') {
+    const [r, t] = ready.split('/')
+    return r === t ? 'ok' : 'pending'
+  }
+  return 'pending'
+}
+
+function sumRequests(containers: V1Container[] | undefined, resource: 'cpu' | 'memory'): number {
+  let total = 0
+  for (const c of containers ?? []) {
+    const q = c.resources?.requests?.[resource]
+    if (q !== undefined) {
+      try {
+        total += parseQuantity(String(q))
+      } catch {
+        /* an invalid quantity never reached a running pod */
+      }
+    }
+  }
+  return total
+}
+
+/** A pod's effective request, as the scheduler counts it: max(sum of app + sidecars, largest init) plus overhead. */
+export function podRequest(pod: V1Pod, resource: 'cpu' | 'memory'): number {
+  const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')
+  const inits = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy !== 'Always')
+  const app = sumRequests(pod.spec?.containers, resource) + sumRequests(sidecars, resource)
+  const init = Math.max(0, ...inits.map((c) => sumRequests([c], resource)))
+  const overhead = pod.spec?.overhead?.[resource] !== undefined ? parseQuantity(String(pod.spec.overhead[resource])) : 0
+  return Math.max(app, init) + overhead
+}
+
+function isTerminal(pod: V1Pod): boolean {
+  return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed'
+}
+
+function num(v: string | undefined): number | undefined {
+  if (v === undefined) return undefined
+  try {
+    return parseQuantity(v)
+  } catch {
+    return undefined
+  }
+}
+
+export function formatCores(cores: number): string {
+  const m = Math.round(cores * 1000)
+  if (m === 0) return '0'
+  return m >= 1000 && m % 1000 === 0 ? String(m / 1000) : `${m}m`
+}
+
+export function formatMem(bytes: number): string {
+  if (bytes === 0) return '0'
+  if (bytes >= 2 ** 30) return `${(bytes / 2 ** 30).toFixed(1)}Gi`
+  if (bytes >= 2 ** 20) return `${Math.round(bytes / 2 ** 20)}Mi`
+  return `${Math.round(bytes / 1024)}Ki`
+}
+
+interface PodUsage {
+  cpuCores?: number
+  memBytes: number
+  pids: number[]
+}
+
+/**
+ * Turns the node's feed into the dashboard's model: pods by UID, sorted rows,
+ * a bounded event feed, header figures. Changes mark it dirty; listeners are
+ * told at most once per redraw interval (first change at once, the rest
+ * coalesced), so a burst of pod updates costs one redraw.
+ */
+export class DashboardStore {
+  private readonly pods = new Map<string, V1Pod>()
+  private readonly usageByPod = new Map<string, PodUsage>()
+  private prevCpu = new Map<string, {cpuSeconds: number; at: number}>()
+  private events: EventLine[] = []
+  private steps: {step: string; detail: string}[] = []
+  private errors: string[] = []
+  private stopping: string[] = []
+  private node: NodeView | undefined
+  private sort: {key: SortKey; descending: boolean} = {key: 'namespace', descending: false}
+  private model: DashboardModel
+  private readonly listeners = new Set<() => void>()
+  private timer: NodeJS.Timeout | undefined
+  private tick: NodeJS.Timeout | undefined
+  private usagePoll: NodeJS.Timeout | undefined
+  private lastFlush = -Infinity
+  private dirty = false
+  private version = 0
+  private readonly handlers: Record<string, Listener>
+  private readonly redrawMs: number
+  private readonly maxEvents: number
+  /** Number of times listeners were told (for tests and for measuring redraw cost). */
+  flushes = 0
+
+  constructor(
+    private readonly feed: DashboardFeed,
+    private readonly opts: StoreOptions,
+  ) {
+    this.redrawMs = opts.redrawIntervalMs ?? DefaultRedrawIntervalMs
+    this.maxEvents = opts.maxEvents ?? DefaultMaxEvents
+    this.handlers = {
+      step: (step: string, detail: string) => this.update(() => this.steps.push({step, detail})),
+      node: (s: NodeView) => this.update(() => (this.node = s)),
+      lease: () => this.markDirty(),
+      event: (e: FeedEvent) => this.update(() => this.pushEvent(e)),
+      error: (m: string) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
+      stopping: (d: string) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
+      pod: (p: V1Pod) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
+      podRemoved: (uid: string) => this.update(() => this.removePod(uid)),
+    }
+    this.model = this.build()
+  }
+
+  start(): this {
+    for (const [name, fn] of Object.entries(this.handlers)) this.feed.on(name, fn)
+    this.node = this.feed.node?.() ?? this.node
+    for (const p of this.feed.pods?.() ?? []) if (p.metadata?.uid) this.pods.set(p.metadata.uid, p)
+    this.tick = setInterval(() => this.markDirty(), this.opts.tickMs ?? DefaultTickMs)
+    if (this.feed.usage) {
+      this.sampleUsage()
+      this.usagePoll = setInterval(() => this.update(() => this.sampleUsage()), this.opts.usageIntervalMs ?? DefaultUsageIntervalMs)
+    }
+    this.flush()
+    return this
+  }
+
+  dispose(): void {
+    for (const [name, fn] of Object.entries(this.handlers)) this.feed.off(name, fn)
+    for (const t of [this.timer, this.tick, this.usagePoll]) if (t) clearTimeout(t)
+    this.timer = this.tick = this.usagePoll = undefined
+    this.listeners.clear()
+  }
+
+  subscribe = (listener: () => void): (() => void) => {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  getSnapshot = (): DashboardModel => this.model
+
+  setSort(key: SortKey, descending?: boolean): void {
+    this.update(() => (this.sort = {key, descending: descending ?? (this.sort.key === key ? !this.sort.descending : false)}))
+  }
+
+  cycleSort(): void {
+    const next = SortKeys[(SortKeys.indexOf(this.sort.key) + 1) % SortKeys.length]
+    this.setSort(next, false)
+  }
+
+  reverseSort(): void {
+    this.setSort(this.sort.key, !this.sort.descending)
+  }
+
+  /** Live pods, for the details pane and logs (the model holds them too). */
+  pod(uid: string): V1Pod | undefined {
+    return this.pods.get(uid)
+  }
+
+  private removePod(uid: string): void {
+    this.pods.delete(uid)
+    this.usageByPod.delete(uid)
+  }
+
+  private pushEvent(e: FeedEvent): void {
+    const object = `${(e.object.kind ?? '').toLowerCase()}/${e.object.name ?? ''}`
+    const prev = this.events.findIndex((x) => x.object === object && x.reason === e.reason && x.message === e.message)
+    const line: EventLine = {time: e.time, type: e.type, reason: e.reason, object, uid: e.object.uid, message: e.message, count: e.count}
+    // A repeat replaces its earlier line (the recorder counts it), so the feed shows distinct events.
+    if (prev >= 0) this.events.splice(prev, 1)
+    this.events.push(line)
+    if (this.events.length > this.maxEvents) this.events = this.events.slice(-this.maxEvents)
+  }
+
+  private sampleUsage(): void {
+    const samples = flattenUsage(this.feed.usage?.() ?? [])
+    const now = Date.now()
+    const next = new Map<string, {cpuSeconds: number; at: number}>()
+    this.usageByPod.clear()
+    for (const s of samples) {
+      const key = `${s.podUID}/${s.container}`
+      const prev = this.prevCpu.get(key)
+      next.set(key, {cpuSeconds: s.cpuSeconds, at: now})
+      const u = this.usageByPod.get(s.podUID) ?? {memBytes: 0, pids: []}
+      if (prev && now > prev.at && s.cpuSeconds >= prev.cpuSeconds) {
+        u.cpuCores = (u.cpuCores ?? 0) + (s.cpuSeconds - prev.cpuSeconds) / ((now - prev.at) / 1000)
+      }
+      u.memBytes += s.memoryBytes
+      if (s.pid) u.pids.push(s.pid)
+      this.usageByPod.set(s.podUID, u)
+    }
+    // Replaced, not merged: containers that went away are forgotten.
+    this.prevCpu = next
+  }
+
+  private update(change: () => unknown): void {
+    change()
+    this.markDirty()
+  }
+
+  private markDirty(): void {
+    this.dirty = true
+    if (this.timer) return
+    const wait = this.lastFlush + this.redrawMs - Date.now()
+    if (wait <= 0) this.flush()
+    else this.timer = setTimeout(() => this.flush(), wait)
+  }
+
+  private flush(): void {
+    this.timer = undefined
+    this.dirty = false
+    this.lastFlush = Date.now()
+    this.model = this.build()
+    this.flushes++
+    for (const l of this.listeners) l()
+  }
+
+  /** True while a change waits for the next redraw slot. */
+  get pending(): boolean {
+    return this.dirty
+  }
+
+  private build(): DashboardModel {
+    const now = Date.now()
+    const rows = [...this.pods.values()].map((p) => this.row(p, now))
+    rows.sort(compareRows(this.sort.key))
+    if (this.sort.descending) rows.reverse()
+    const active = [...this.pods.values()].filter((p) => !isTerminal(p))
+    const n = this.node
+    return {
+      nodeName: n?.name ?? this.opts.nodeName,
+      server: this.feed.server,
+      serverVersion: this.feed.serverVersion,
+      now,
+      startedAt: this.feed.startedAt,
+      lastLeaseRenewal: this.feed.lastLeaseRenewal,
+      conditions: n?.conditions ?? [],
+      podsUsed: active.length,
+      podsCapacity: num(n?.allocatable?.pods ?? n?.capacity?.pods),
+      cpuRequested: active.reduce((s, p) => s + podRequest(p, 'cpu'), 0),
+      memRequested: active.reduce((s, p) => s + podRequest(p, 'memory'), 0),
+      cpuAllocatable: num(n?.allocatable?.cpu),
+      memAllocatable: num(n?.allocatable?.memory),
+      rows,
+      events: this.events.slice(),
+      steps: this.steps.slice(),
+      errors: this.errors.slice(),
+      stopping: this.stopping.slice(),
+      sort: {...this.sort},
+      version: ++this.version,
+    }
+  }
+
+  private row(p: V1Pod, now: number): PodView {
+    const uid = p.metadata?.uid ?? ''
+    const ready = podReady(p)
+    const status = podStatus(p)
+    const u = this.usageByPod.get(uid)
+    const created = p.metadata?.creationTimestamp ? new Date(p.metadata.creationTimestamp).getTime() : now
+    const restartCount = [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].reduce((s, c) => s + (c.restartCount ?? 0), 0)
+    return {
+      uid,
+      namespace: p.metadata?.namespace ?? '',
+      name: p.metadata?.name ?? '',
+      ready,
+      status,
+      restarts: podRestarts(p, now),
+      restartCount,
+      age: humanAge(now - created),
+      createdMs: created,
+      pid: u?.pids.length ? u.pids.join(',') : '-',
+      cpu: u?.cpuCores !== undefined ? formatCores(u.cpuCores) : '-',
+      mem: u ? formatMem(u.memBytes) : '-',
+      cpuCores: u?.cpuCores,
+      memBytes: u?.memBytes,
+      tone: toneOf(status, ready),
+      pod: p,
+    }
+  }
+}
+
+function compareRows(key: SortKey): (a: PodView, b: PodView) => number {
+  const byName = (a: PodView, b: PodView) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name)
+  switch (key) {
+    case 'name':
+      return (a, b) => a.name.localeCompare(b.name) || byName(a, b)
+    case 'status':
+      return (a, b) => a.status.localeCompare(b.status) || byName(a, b)
+    case 'restarts':
+      return (a, b) => a.restartCount - b.restartCount || byName(a, b)
+    case 'age':
+      // Youngest first, as "sorted by age" reads in kubectl.
+      return (a, b) => b.createdMs - a.createdMs || byName(a, b)
+    case 'cpu':
+      return (a, b) => (a.cpuCores ?? -1) - (b.cpuCores ?? -1) || byName(a, b)
+    case 'mem':
+      return (a, b) => (a.memBytes ?? -1) - (b.memBytes ?? -1) || byName(a, b)
+    default:
+      return byName
+  }
+}

@@ -1,0 +1,55 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+
+describeE2e('kubectl vnode logs', () => {
+  let c: Clients
+  const node = uniqueName('clilogs')
+  const ns = uniqueName('logs')
+
+  beforeAll(async () => {
+    c = await clients()
+    const p = startVnode(node)
+    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await p.ready()
+    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: {name: 'two'},
+        spec: {
+          nodeName: node,
+          tolerations: [{key: 'virtual-kubelet.io/provider', operator: 'Exists'}],
+          containers: [
+            {name: 'app', image: 'sleeper', command: ['sleep', '300']},
+            {name: 'side', image: 'sleeper', command: ['sleep', '300']},
+          ],
+        },
+      },
+    })
+  })
+
+  afterAll(async () => {
+    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await stopAllVnodes()
+  })
+
+  test("a node without a kubelet API: the API server's error as kubectl prints it, and which node did not answer", async () => {
+    const r = await vnode(['logs', '-n', ns, 'two', '--request-timeout', '20s'], {timeout: 40_000})
+    expect(r.exitCode).toBe(1)
+    expect(r.stdout).toBe('')
+    expect(r.stderr).toMatch(/^Error from server( \(\w+\))?: .*containerLogs\//)
+    expect(r.stderr).toContain(`hint: the API server could not reach the kubelet API of node ${node}; is \`kubectl vnode up\` running for it?`)
+  })
+
+  test('a missing pod, a container the pod does not have, a bad --since', async () => {
+    const missing = await vnode(['logs', '-n', ns, 'nope'])
+    expect(missing.exitCode).toBe(1)
+    expect(missing.stderr.trim()).toBe('Error from server (NotFound): pods "nope" not found')
+    const container = await vnode(['logs', '-n', ns, 'two', '-c', 'db'])
+    expect(container.exitCode).toBe(1)
+    expect(container.stderr.trim()).toBe('error: container db is not valid for pod two: choose one of [app side]')
+    const since = await vnode(['logs', '-n', ns, 'two', '--since', 'yesterday'])
+    expect(since.exitCode).toBe(1)
+    expect(since.stderr).toMatch(/^error: invalid --since "yesterday"/)
+  })
+})

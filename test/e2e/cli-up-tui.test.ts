@@ -1,0 +1,64 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {execa} from 'execa'
+import {mkdirSync, readFileSync} from 'node:fs'
+import {join} from 'node:path'
+import {cliPath} from './env.mjs'
+import {type Clients, clients, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
+
+/** tmux on its own socket, so nothing of a user's tmux is touched. */
+const socket = uniqueName('vnode-tui')
+const tmux = (args: string[]) => execa('tmux', ['-L', socket, ...args], {reject: false})
+/** The last screen captured, for failure messages. */
+let lastScreen = ''
+const screen = async (target: string) => (lastScreen = (await tmux(['capture-pane', '-p', '-t', target])).stdout)
+
+describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
+  let c: Clients
+  const node = uniqueName('clitui')
+  beforeAll(async () => {
+    c = await clients()
+  })
+  afterAll(async () => {
+    await tmux(['kill-server'])
+    await c.core.deleteNode({name: node}).catch(() => undefined)
+  })
+
+  test('renders header, table and keys; ? shows help; q stops the node gracefully and leaves no process', async () => {
+    const stateDir = join(runDir(), 'nodes', node)
+    mkdirSync(stateDir, {recursive: true})
+    const cmd = `KUBECONFIG='${kubeconfigPath()}' '${cliPath()}' up --name ${node} --state-dir '${stateDir}' --port 0; echo "EXITED rc=$?"; sleep 60`
+    const started = await tmux(['new-session', '-d', '-s', 'tui', '-x', '120', '-y', '34', 'env', '-u', 'CI', 'sh', '-c', cmd])
+    expect(started.exitCode).toBe(0)
+    const first = await waitFor(async () => {
+      const s = await screen('tui')
+      return /Ready=True/.test(s) && /q quit/.test(s) ? s : undefined
+    }, () => `the dashboard:\n${lastScreen}`, 30_000, 200)
+    expect(first).toContain(node)
+    expect(first).toMatch(/Kubernetes v\d+\.\d+/)
+    expect(first).toMatch(/Ready=True\s+MemoryPressure=False\s+DiskPressure=False\s+PIDPressure=False/)
+    expect(first).toMatch(/NAMESPACE.?\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+PID\s+CPU\s+MEM/)
+    expect(first).toMatch(/pods 0\/110/)
+    expect((await c.core.readNode({name: node})).status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True')
+    // The lease line moves on its own (redraws happen without input).
+    await waitFor(async () => /lease \d+s ago/.test(await screen('tui')), 'the lease age', 15_000, 200)
+
+    await tmux(['send-keys', '-t', 'tui', '?'])
+    await waitFor(async () => /force kill \(grace period 0\)/.test(await screen('tui')), 'the help', 10_000, 100)
+    await tmux(['send-keys', '-t', 'tui', 'Escape'])
+    await waitFor(async () => !/force kill \(grace period 0\)/.test(await screen('tui')), 'the help to close', 10_000, 100)
+
+    await tmux(['send-keys', '-t', 'tui', 'q'])
+    const after = await waitFor(async () => {
+      const s = await screen('tui')
+      return /EXITED rc=\d+/.test(s) ? s : undefined
+    }, () => `up to exit:\n${lastScreen}`, 30_000, 200)
+    expect(after).toContain('EXITED rc=0')
+    // Back on the normal screen, the shutdown is summarised.
+    expect(after).toContain(`${node}: marking node NotReady and cordoning it`)
+    const n = await c.core.readNode({name: node})
+    expect(n.spec?.unschedulable).toBe(true)
+    // The tmux server and its shell carry the command text too (with the EXITED marker): only other processes count.
+    const left = (await processesMatching(`--name ${node}`)).filter((pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('EXITED'))
+    expect(left).toEqual([])
+  })
+})
