@@ -1,9 +1,13 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {freePort} from '../../src/cluster/ports.js'
+import {primaryAddress} from '../../src/emulator/node/host.js'
 import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
 
 describeE2e('kubectl vnode logs', () => {
   let c: Clients
   const node = uniqueName('clilogs')
+  // A Node whose kubelet API is gone: an address of this host, a port nothing listens on.
+  const ghost = uniqueName('ghost')
   const ns = uniqueName('logs')
 
   beforeAll(async () => {
@@ -11,13 +15,18 @@ describeE2e('kubectl vnode logs', () => {
     const p = startVnode(node)
     await c.core.createNamespace({body: {metadata: {name: ns}}})
     await p.ready()
+    await c.core.createNode({body: {metadata: {name: ghost}}})
+    await c.core.patchNodeStatus(
+      {name: ghost, body: {status: {addresses: [{type: 'InternalIP', address: primaryAddress()}], daemonEndpoints: {kubeletEndpoint: {Port: await freePort('0.0.0.0')}}}}},
+      c.lib.setHeaderOptions('Content-Type', c.lib.PatchStrategy.MergePatch),
+    )
     await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     await c.core.createNamespacedPod({
       namespace: ns,
       body: {
         metadata: {name: 'two'},
         spec: {
-          nodeName: node,
+          nodeName: ghost,
           tolerations: [{key: 'virtual-kubelet.io/provider', operator: 'Exists'}],
           containers: [
             {name: 'app', image: 'sleeper', command: ['sleep', '300']},
@@ -30,6 +39,7 @@ describeE2e('kubectl vnode logs', () => {
 
   afterAll(async () => {
     await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await c.core.deleteNode({name: ghost}).catch(() => undefined)
     await stopAllVnodes()
   })
 
@@ -38,7 +48,7 @@ describeE2e('kubectl vnode logs', () => {
     expect(r.exitCode).toBe(1)
     expect(r.stdout).toBe('')
     expect(r.stderr).toMatch(/^Error from server( \(\w+\))?: .*containerLogs\//)
-    expect(r.stderr).toContain(`hint: the API server could not reach the kubelet API of node ${node}; is \`kubectl vnode up\` running for it?`)
+    expect(r.stderr).toContain(`hint: the API server could not reach the kubelet API of node ${ghost}; is \`kubectl vnode up\` running for it?`)
   })
 
   test('a missing pod, a container the pod does not have, a bad --since', async () => {

@@ -7,7 +7,7 @@ import {join} from 'node:path'
 import {cliPath} from './env.mjs'
 import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 
-/** A pod bound straight to a node (no scheduler): it stays Pending until a node runs it. */
+/** A pod bound straight to a node (no scheduler): Pending until its node runs it. */
 function boundPod(name: string, node: string, labels: Record<string, string> = {}): V1Pod {
   return {
     metadata: {name, labels},
@@ -36,6 +36,10 @@ describeE2e('kubectl vnode pods', () => {
     await c.core.createNamespacedPod({namespace: ns1, body: boundPod('db', node, {app: 'db'})})
     await c.core.createNamespacedPod({namespace: ns2, body: boundPod('api', node, {app: 'web'})})
     await c.core.createNamespacedPod({namespace: ns1, body: boundPod('elsewhere', plainNode, {app: 'web'})})
+    // The vnode node runs its pods; wait until it has.
+    for (const [ns, name] of [[ns1, 'web'], [ns1, 'db'], [ns2, 'api']]) {
+      await waitFor(async () => (await c.core.readNamespacedPod({name, namespace: ns})).status?.containerStatuses?.[0]?.ready, `${name} running`, 30_000)
+    }
   })
 
   afterAll(async () => {
@@ -50,21 +54,22 @@ describeE2e('kubectl vnode pods', () => {
     const lines = r.stdout.split('\n')
     expect(lines[0]).toMatch(/^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+NODE$/)
     expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(['db', 'web'])
-    expect(lines[2]).toMatch(new RegExp(`^web\\s+0/1\\s+Pending\\s+0\\s+\\d+s\\s+${node}$`))
+    expect(lines[2]).toMatch(new RegExp(`^web\\s+1/1\\s+Running\\s+0\\s+\\d+s\\s+${node}$`))
     expect(r.stdout).not.toContain('elsewhere')
   })
 
   test('works as a kubectl plugin: kubectl vnode pods', async () => {
     const r = await kubectl(['vnode', 'pods', '-n', ns1])
     expect(r.exitCode).toBe(0)
-    expect(r.stdout).toMatch(/^web\s+0\/1\s+Pending/m)
+    expect(r.stdout).toMatch(/^web\s+1\/1\s+Running/m)
   })
 
-  test('-A adds NAMESPACE and lists every namespace; -o wide adds IP and PIDS (<none> when unknown)', async () => {
+  test('-A adds NAMESPACE and lists every namespace; -o wide adds IP and the PIDS of the running processes', async () => {
     const r = await vnode(['pods', '-A', '-o', 'wide'])
     expect(r.exitCode).toBe(0)
     expect(r.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+NODE\s+IP\s+PIDS$/)
-    expect(r.stdout).toMatch(new RegExp(`^${ns1}\\s+web\\s+0/1\\s+Pending\\s+0\\s+\\d+s\\s+${node}\\s+<none>\\s+<none>$`, 'm'))
+    const nodeIP = (await c.core.readNode({name: node})).status!.addresses!.find((a) => a.type === 'InternalIP')!.address
+    expect(r.stdout).toMatch(new RegExp(`^${ns1}\\s+web\\s+1/1\\s+Running\\s+0\\s+\\d+s\\s+${node}\\s+${nodeIP.replaceAll('.', '\\.')}\\s+\\d+$`, 'm'))
     expect(r.stdout).toMatch(new RegExp(`^${ns2}\\s+api\\s`, 'm'))
     expect(r.stdout).not.toContain('elsewhere')
   })
@@ -148,8 +153,9 @@ describeE2e('kubectl vnode pods', () => {
       expect(out.split('\n')[0]).toMatch(/^NAME\s+READY\s+STATUS/)
       await c.core.createNamespacedPod({namespace: ns1, body: boundPod('late', node)})
       await waitFor(() => /^late\s+0\/1\s+Pending/m.test(out), 'a row for the new pod', 15_000, 50)
+      await waitFor(() => /^late\s+1\/1\s+Running/m.test(out), 'a row for the pod running', 30_000, 50)
       await c.core.deleteNamespacedPod({namespace: ns1, name: 'late'})
-      await waitFor(() => /^late\s+0\/1\s+Terminating/m.test(out), 'a row for the deletion', 15_000, 50)
+      await waitFor(() => /^late\s+\d\/1\s+Terminating/m.test(out), 'a row for the deletion', 15_000, 50)
       expect(out.match(/^NAME\s/gm)).toHaveLength(1) // no header again
       expect(out).not.toContain('elsewhere')
     } finally {

@@ -38,7 +38,7 @@ export function startDashboard(feed: DashboardFeed, opts: {nodeName: string; act
       if (done) return
       done = true
       process.off('exit', restore)
-      const last = store.getSnapshot()
+      const last = store.latest()
       app.unmount()
       store.dispose()
       stdout.write(LeaveAltScreen)

@@ -227,6 +227,11 @@ export class DashboardStore {
 
   getSnapshot = (): DashboardModel => this.model
 
+  /** The model with every change so far, even one still waiting for its redraw slot (for the exit summary). */
+  latest(): DashboardModel {
+    return this.dirty ? this.build() : this.model
+  }
+
   setSort(key: SortKey, descending?: boolean): void {
     this.update(() => (this.sort = {key, descending: descending ?? (this.sort.key === key ? !this.sort.descending : false)}))
   }
