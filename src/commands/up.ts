@@ -35,6 +35,7 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
+    manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
@@ -46,6 +47,7 @@ export default class Up extends Command {
   async run(): Promise<void> {
     const {flags} = await this.parse(Up)
     const {hostname} = await import('node:os')
+    const {resolve} = await import('node:path')
     const {Emulator} = await import('../emulator/emulator.js')
     const {attachPlainRenderer} = await import('../ui/plain.js')
     const emulator = new Emulator({
@@ -61,6 +63,7 @@ export default class Up extends Command {
       nodeIP: flags['node-ip'],
       port: flags.port,
       stateDir: flags['state-dir'],
+      manifestsDir: flags.manifests === undefined ? undefined : resolve(flags.manifests),
       reregister: !flags['no-reregister'],
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
