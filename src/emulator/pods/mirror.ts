@@ -1,6 +1,6 @@
 import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {Backoff} from '../kube/backoff.js'
-import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
+import {describeApiError, isAlreadyExists, isConflict, isNotFound} from '../kube/errors.js'
 import {ConfigHashAnnotation, ConfigMirrorAnnotation} from './config.js'
 import {fullName} from './pod-worker.js'
 
@@ -260,7 +260,7 @@ export class MirrorManager {
       return true
     } catch (error) {
       // It exists already: the watch tells us what it is, and we look again then.
-      if ((error as {code?: number}).code === 409) return true
+      if (isAlreadyExists(error)) return true
       this.opts.onError?.(`creating mirror pod ${namespace}/${name}: ${describeApiError(error)}`)
       return false
     }
