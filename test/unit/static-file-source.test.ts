@@ -1,6 +1,6 @@
 import {afterEach, describe, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
-import {mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
+import {mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {
@@ -191,18 +191,23 @@ describe('the file source', () => {
 
   test('a problem is reported once per file and problem, again only when it changes', async () => {
     const d = tmp()
-    writeFileSync(join(d, 'bad.yaml'), 'kind: [')
+    // Written whole (as editors do), so the frequent listing never reads half a file.
+    const write = (text: string) => {
+      writeFileSync(join(d, '.bad.yaml.tmp'), text)
+      renameSync(join(d, '.bad.yaml.tmp'), join(d, 'bad.yaml'))
+    }
+    write('kind: [')
     const {s, problems} = source(d, 30)
     await s.start()
     await new Promise((r) => setTimeout(r, 200))
     expect(problems).toHaveLength(1)
-    writeFileSync(join(d, 'bad.yaml'), yaml('bad', '  serviceAccountName: x\n'))
+    write(yaml('bad', '  serviceAccountName: x\n'))
     await until(() => problems.length === 2, 'the new problem')
     expect(problems[1].message).toBe('spec.serviceAccountName: static pods may not reference serviceaccounts')
     // Fixed, then broken the same way again: reported again.
-    writeFileSync(join(d, 'bad.yaml'), yaml('bad'))
+    write(yaml('bad'))
     await new Promise((r) => setTimeout(r, 150))
-    writeFileSync(join(d, 'bad.yaml'), yaml('bad', '  serviceAccountName: x\n'))
+    write(yaml('bad', '  serviceAccountName: x\n'))
     await until(() => problems.length === 3, 'the problem after the fix')
   })
 

@@ -31,8 +31,15 @@ class FakeApi {
     this.pods.set(this.key(pod.metadata!.namespace!, pod.metadata!.name!), pod)
     return structuredClone(pod)
   }
+  /** The next creates fail as for a namespace that does not exist. */
+  failCreates = 0
   async createNamespacedPod(p: {namespace: string; body: V1Pod}) {
     const body = structuredClone(p.body)
+    if (this.failCreates > 0) {
+      this.failCreates--
+      this.calls.push({op: 'create', name: body.metadata!.name!})
+      throw Object.assign(err(404), {body: {reason: 'NotFound', message: `namespaces "${p.namespace}" not found`}})
+    }
     if (this.pods.has(this.key(p.namespace, body.metadata!.name!))) throw err(409)
     body.metadata!.uid = `mirror-${++this.seq}`
     body.metadata!.resourceVersion = String(++this.rv)
@@ -122,6 +129,7 @@ function setup(opts: {manifestsDir?: string} = {}) {
     node: async () => node,
     nodeOwner: async () => ({name: 'n1', uid: 'node-uid'}),
     statusCoalesceMs: 10,
+    mirrorRetryInitialMs: 20,
     manifestsDir: opts.manifestsDir,
   })
   c.on('error', (m) => errors.push(m))
@@ -294,6 +302,20 @@ describe('static pods through the pod controller (fake API server, test provider
     expect(warnings[1].message).toBe(`static pod manifest ${join(d, 'secret.yaml')} skipped: spec.volumes[0].secret: static pods may not reference secrets`)
     expect(errors).toEqual(warnings.map((w) => w.message))
     expect(api.mirror('default', 'sec-n1')).toBeUndefined()
+  })
+
+  test('a mirror that cannot be created is retried with backoff and reported once; the pod runs meanwhile', async () => {
+    const d = dir()
+    writeFileSync(join(d, 'web.yaml'), yaml('web'))
+    const {api, provider, c, errors} = setup({manifestsDir: d})
+    api.failCreates = 3
+    await begin(c)
+    await until(() => api.mirror('default', 'web-n1')?.status?.phase === 'Running', 'the mirror made at last, Running')
+    expect(api.calls.filter((x) => x.op === 'create')).toHaveLength(4)
+    expect(errors).toEqual(['creating mirror pod default/web-n1: NotFound: namespaces "default" not found'])
+    expect(provider.calls.map((x) => x.op)).toEqual(['create'])
+    await c.settled()
+    expect(c.mirrors.pending).toBe(0)
   })
 
   test('an empty manifest directory counts as seen', async () => {

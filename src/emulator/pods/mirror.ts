@@ -4,9 +4,9 @@ import {describeApiError, isAlreadyExists, isConflict, isNotFound} from '../kube
 import {ConfigHashAnnotation, ConfigMirrorAnnotation} from './config.js'
 import {fullName} from './pod-worker.js'
 
-/** Retry after a failed mirror create or delete. */
+/** Retry after a failed mirror create or delete; at most about once a minute, as the kubelet's static pod resync. */
 export const DefaultMirrorRetryInitialMs = 500
-export const DefaultMirrorRetryMaxMs = 10_000
+export const DefaultMirrorRetryMaxMs = 60_000
 /** Mirror UIDs we deleted, remembered so a late watch event cannot bring them back into the cache. */
 export const MirrorTombstones = 256
 
@@ -78,6 +78,8 @@ interface Slot {
   again: boolean
   timer?: NodeJS.Timeout
   backoff: Backoff
+  /** The last failure reported for this name: a retry failing the same way is not reported again. */
+  lastError?: string
 }
 
 /**
@@ -187,7 +189,7 @@ export class MirrorManager {
       let failed = false
       do {
         s.again = false
-        failed = !(await this.reconcileOnce(name).catch(() => false))
+        failed = !(await this.reconcileOnce(name, s).catch(() => false))
       } while (s.again && !this.stopped)
       s.running = undefined
       if (this.stopped) return
@@ -209,7 +211,7 @@ export class MirrorManager {
   }
 
   /** One pass; false when something failed and a retry is due. */
-  private async reconcileOnce(name: string): Promise<boolean> {
+  private async reconcileOnce(name: string, slot: Slot): Promise<boolean> {
     const pod = this.opts.staticPod(name)
     const mirrors = [...(this.mirrors.get(name)?.values() ?? [])]
     // While an older static pod of this name terminates, its mirror carries its status: leave it.
@@ -223,23 +225,29 @@ export class MirrorManager {
       }
       // Orphans wait until every source has been seen: the static pod may just not be read yet.
       if (!pod && !this.opts.sourcesReady()) return true
-      ok = (await this.deleteMirror(m)) && ok
+      ok = (await this.deleteMirror(m, slot)) && ok
     }
     if (!pod || current || this.stopped) return ok
     const owner = await this.opts.owner()
     if (!owner) return false
-    return (await this.createMirror(pod, owner)) && ok
+    return (await this.createMirror(pod, owner, slot)) && ok
+  }
+
+  private report(slot: Slot, message: string): void {
+    if (slot.lastError === message) return
+    slot.lastError = message
+    this.opts.onError?.(message)
   }
 
   /** DeleteMirrorPod: grace 0 with the UID precondition; gone or replaced already is fine. */
-  private async deleteMirror(m: V1Pod): Promise<boolean> {
+  private async deleteMirror(m: V1Pod, slot: Slot): Promise<boolean> {
     const {name, namespace, uid} = m.metadata!
     try {
       await this.opts.core.deleteNamespacedPod({name: name!, namespace: namespace!, gracePeriodSeconds: 0, body: {gracePeriodSeconds: 0, preconditions: {uid}}})
       this.deleted++
     } catch (error) {
       if (!isNotFound(error) && !isConflict(error)) {
-        this.opts.onError?.(`deleting mirror pod ${namespace}/${name}: ${describeApiError(error)}`)
+        this.report(slot, `deleting mirror pod ${namespace}/${name}: ${describeApiError(error)}`)
         return false
       }
     }
@@ -248,7 +256,7 @@ export class MirrorManager {
     return true
   }
 
-  private async createMirror(pod: V1Pod, owner: MirrorOwner): Promise<boolean> {
+  private async createMirror(pod: V1Pod, owner: MirrorOwner, slot: Slot): Promise<boolean> {
     const {name, namespace} = pod.metadata!
     try {
       const created = await this.opts.core.createNamespacedPod({namespace: namespace!, body: mirrorPodFor(pod, owner)})
@@ -261,7 +269,7 @@ export class MirrorManager {
     } catch (error) {
       // It exists already: the watch tells us what it is, and we look again then.
       if (isAlreadyExists(error)) return true
-      this.opts.onError?.(`creating mirror pod ${namespace}/${name}: ${describeApiError(error)}`)
+      this.report(slot, `creating mirror pod ${namespace}/${name}: ${describeApiError(error)}`)
       return false
     }
   }

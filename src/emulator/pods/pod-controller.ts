@@ -42,6 +42,7 @@ export interface PodControllerOptions {
   fileCheckIntervalMs?: number
   /** The Node that owns mirror pods (default: read from the API; undefined while missing or being deleted). */
   nodeOwner?: () => Promise<MirrorOwner | undefined>
+  mirrorRetryInitialMs?: number
 }
 
 /** Why a static pod manifest was skipped (the kubelet's reason for pods from a config source that fail validation). */
@@ -95,6 +96,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       sourcesReady: () => this.sourcesReady,
       onMirrorChanged: (name) => this.mirrorChanged(name),
       onError: (m) => this.emit('error', m),
+      retryInitialMs: opts.mirrorRetryInitialMs,
     })
     this.status = new StatusManager(opts.core, {
       mirrorTarget: (pod) => this.mirrors.target(pod),
