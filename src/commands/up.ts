@@ -36,6 +36,7 @@ export default class Up extends Command {
     port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command'}),
+    manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
@@ -51,6 +52,7 @@ export default class Up extends Command {
   async run(): Promise<void> {
     const {flags} = await this.parse(Up)
     const {hostname} = await import('node:os')
+    const {resolve} = await import('node:path')
     const {Emulator} = await import('../emulator/emulator.js')
     const {ImageMap} = await import('../emulator/runtime/images.js')
     // Read the image map before registering, so a bad file fails before the node exists.
@@ -72,6 +74,7 @@ export default class Up extends Command {
       nodeIP: flags['node-ip'],
       port: flags.port,
       stateDir: flags['state-dir'],
+      manifestsDir: flags.manifests === undefined ? undefined : resolve(flags.manifests),
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')

@@ -47,6 +47,8 @@ export interface EmulatorOptions extends KubeOptions {
   provider?: ProviderFactory
   /** On stop, each pod gets min(its grace, this) seconds to terminate. */
   shutdownGraceSeconds?: number
+  /** Static pod manifests (the kubelet's staticPodPath): every file is a Pod run by this node, with a mirror pod in the API. */
+  manifestsDir?: string
   /** Pod timing overrides (tests). */
   podResyncIntervalMs?: number
   podStatusCoalesceMs?: number
@@ -283,6 +285,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       node: this.admissionNode(),
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
+      manifestsDir: this.opts.manifestsDir,
     })
     this.podController.on('pod', (p) => this.emit('pod', p))
     this.podController.on('podRemoved', (uid) => this.emit('podRemoved', uid))

@@ -17,7 +17,20 @@ export interface PodOp {
 export const ConfigSourceAnnotation = 'kubernetes.io/config.source'
 export const ConfigSeenAnnotation = 'kubernetes.io/config.seen'
 export const ConfigMirrorAnnotation = 'kubernetes.io/config.mirror'
+export const ConfigHashAnnotation = 'kubernetes.io/config.hash'
 export const ApiserverSource = 'api'
+export const FileSource = 'file'
+
+/** IsStaticPod: the pod came from a source other than the API server. */
+export function isStaticPod(pod: V1Pod): boolean {
+  const source = pod.metadata?.annotations?.[ConfigSourceAnnotation]
+  return source !== undefined && source !== ApiserverSource
+}
+
+/** IsMirrorPod: the API object that stands for a static pod. */
+export function isMirrorPod(pod: V1Pod): boolean {
+  return pod.metadata?.annotations?.[ConfigMirrorAnnotation] !== undefined
+}
 
 /** Local annotations the kubelet adds and ignores when comparing (isAnnotationMapEqual). */
 const LocalAnnotations = new Set([ConfigSourceAnnotation, ConfigSeenAnnotation, ConfigMirrorAnnotation])
@@ -42,14 +55,23 @@ export function podsDifferSemantically(a: V1Pod, b: V1Pod): boolean {
 }
 
 /**
- * The pods of one source (the API) by UID. Every method returns the ops to
+ * The pods of one source (the API, or the manifest files) by UID. Every method returns the ops to
  * apply, in the kubelet's emission order: REMOVE, ADD, UPDATE, DELETE, RECONCILE.
  * Pods handed out are copies carrying the local config annotations.
  */
 export class PodConfig {
   private readonly pods = new Map<string, V1Pod>()
 
-  constructor(private readonly now: () => Date = () => new Date()) {}
+  constructor(
+    private readonly now: () => Date = () => new Date(),
+    /** The source name written into kubernetes.io/config.source. */
+    readonly source: string = ApiserverSource,
+  ) {}
+
+  /** The pods held, as handed out (with the local annotations). */
+  values(): V1Pod[] {
+    return [...this.pods.values()]
+  }
 
   get size(): number {
     return this.pods.size
@@ -88,7 +110,7 @@ export class PodConfig {
     copy.metadata ??= {}
     copy.metadata.annotations = {
       ...copy.metadata.annotations,
-      [ConfigSourceAnnotation]: ApiserverSource,
+      [ConfigSourceAnnotation]: this.source,
       [ConfigSeenAnnotation]: known?.metadata?.annotations?.[ConfigSeenAnnotation] ?? this.now().toISOString(),
     }
     return copy

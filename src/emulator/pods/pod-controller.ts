@@ -1,11 +1,14 @@
-import type {CoreV1Api, KubeConfig, V1Pod} from '@kubernetes/client-node'
+import type {CoreV1Api, KubeConfig, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
+import {resolve} from 'node:path'
 import type {RequestCounter} from '../kube/client.js'
 import type {EventRecorder} from '../kube/events.js'
 import type {PodLifecycleHandler} from '../provider/handler.js'
 import {type AdmissionNode, admitPod, NodeShutdownReason, NodeShutdownRejectMessage, RejectedMessagePrefix} from './admission.js'
-import {type PodOp, PodConfig} from './config.js'
-import {podRef} from './pod-worker.js'
+import {ApiserverSource, FileSource as FileSourceName, isMirrorPod, isStaticPod, type PodOp, PodConfig} from './config.js'
+import {FileSource, type ManifestProblem} from './file-source.js'
+import {MirrorManager, type MirrorOwner} from './mirror.js'
+import {fullName, podRef} from './pod-worker.js'
 import {PodWorkers} from './pod-workers.js'
 import {PodSource} from './source.js'
 import {StatusManager} from './status-manager.js'
@@ -34,7 +37,16 @@ export interface PodControllerOptions {
   statusCoalesceMs?: number
   startHoldMs?: number
   watchTimeoutSeconds?: number
+  /** Static pod manifests: a second source, "file". */
+  manifestsDir?: string
+  fileCheckIntervalMs?: number
+  /** The Node that owns mirror pods (default: read from the API; undefined while missing or being deleted). */
+  nodeOwner?: () => Promise<MirrorOwner | undefined>
+  mirrorRetryInitialMs?: number
 }
+
+/** Why a static pod manifest was skipped (the kubelet's reason for pods from a config source that fail validation). */
+export const FailedValidationReason = 'FailedValidation'
 
 export interface PodControllerEvents {
   pod: [pod: V1Pod]
@@ -48,10 +60,23 @@ export interface PodControllerEvents {
  * workers -> provider (deep copies) -> notifyPods -> status manager -> API.
  */
 export class PodController extends EventEmitter<PodControllerEvents> {
+  /** The API source's pods. */
   readonly config = new PodConfig()
+  /** The manifest files' pods (static pods), when a manifest directory is set. */
+  readonly fileConfig: PodConfig | undefined
   readonly status: StatusManager
   readonly workers: PodWorkers
+  readonly mirrors: MirrorManager
+  readonly fileSource: FileSource | undefined
   private readonly source: PodSource
+  /** Sources configured, and those whose first complete listing has gone through (kubelet sourcesReady). */
+  private readonly sources: Set<string>
+  private readonly seen = new Set<string>()
+  /** REMOVEs held back until every source has been seen (deletePod refuses before that). */
+  private readonly deferredRemoves = new Map<string, V1Pod>()
+  /** Static pods removed from their source whose worker still terminates, by UID: their mirror stays meanwhile. */
+  private readonly removedStatic = new Map<string, string>()
+  private readonly nodeRef: V1ObjectReference
   private readonly abort = new AbortController()
   private running: Promise<void> | undefined
   private chain: Promise<void> = Promise.resolve()
@@ -60,7 +85,21 @@ export class PodController extends EventEmitter<PodControllerEvents> {
 
   constructor(private readonly opts: PodControllerOptions) {
     super()
+    this.nodeRef = {kind: 'Node', apiVersion: 'v1', name: opts.nodeName, uid: opts.nodeName}
+    this.sources = new Set([ApiserverSource, ...(opts.manifestsDir ? [FileSourceName] : [])])
+    this.fileConfig = opts.manifestsDir ? new PodConfig(undefined, FileSourceName) : undefined
+    this.mirrors = new MirrorManager({
+      core: opts.core,
+      owner: opts.nodeOwner ?? (() => this.readOwner()),
+      staticPod: (name) => this.fileConfig?.values().find((p) => fullName(p) === name),
+      terminating: (name) => [...this.removedStatic.values()].includes(name),
+      sourcesReady: () => this.sourcesReady,
+      onMirrorChanged: (name) => this.mirrorChanged(name),
+      onError: (m) => this.emit('error', m),
+      retryInitialMs: opts.mirrorRetryInitialMs,
+    })
     this.status = new StatusManager(opts.core, {
+      mirrorTarget: (pod) => this.mirrors.target(pod),
       nodeIP: opts.nodeIP,
       coalesceMs: opts.statusCoalesceMs,
       startHoldMs: opts.startHoldMs,
@@ -76,7 +115,17 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       status: this.status,
       event: (pod, type, reason, message) => void opts.recorder.record(podRef(pod), type, reason, message),
       resyncIntervalMs: opts.resyncIntervalMs,
-    })
+    }, (uid) => this.forgotten(uid))
+    this.fileSource = opts.manifestsDir
+      ? new FileSource(
+          {dir: resolve(opts.manifestsDir), nodeName: opts.nodeName, checkIntervalMs: opts.fileCheckIntervalMs},
+          {
+            onSet: (pods) => this.setFile(pods),
+            onProblem: (p) => this.manifestProblem(p),
+            onError: (m) => this.emit('error', m),
+          },
+        )
+      : undefined
     this.source = new PodSource(
       {core: opts.core, kc: opts.kc, nodeName: opts.nodeName, counter: opts.counter, watchTimeoutSeconds: opts.watchTimeoutSeconds},
       {
@@ -89,34 +138,113 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     opts.provider.notifyPods((pod) => this.notified(pod))
   }
 
-  /** A full listing of the node's pods (from the source). */
+  /**
+   * A full listing of the node's pods (from the API source). Mirror pods
+   * are not pods to run: they stand for static pods and go to the mirror
+   * manager.
+   */
   list(pods: V1Pod[]): void {
-    this.enqueue(this.config.set(pods))
+    const mirrors = pods.filter(isMirrorPod)
+    this.task(() => this.mirrors.set(mirrors))
+    this.enqueue(this.config.set(pods.filter((p) => !isMirrorPod(p))))
+    this.markSeen(ApiserverSource)
   }
 
   /** A pod was added or modified in the API (from the source). */
   upsert(pod: V1Pod): void {
+    // The API source watches only after its first list: a watch event means it has been listed.
+    this.markSeen(ApiserverSource)
+    if (isMirrorPod(pod)) return this.task(() => this.mirrors.upsert(pod))
     this.enqueue(this.config.upsertOne(pod))
   }
 
   /** A pod is gone from the API (from the source). */
   delete(pod: V1Pod): void {
+    this.markSeen(ApiserverSource)
+    if (isMirrorPod(pod)) return this.task(() => this.mirrors.remove(pod))
     this.enqueue(this.config.remove(pod))
   }
 
-  /** Resolves once every op so far is applied and no worker has work in hand. */
+  /** A complete listing of the manifest directory (from the file source; empty counts too). */
+  setFile(pods: V1Pod[]): void {
+    if (!this.fileConfig) return
+    this.enqueue(this.fileConfig.set(pods))
+    this.markSeen(FileSourceName)
+  }
+
+  /** Every configured source has had a complete listing go through: deletions may happen. */
+  get sourcesReady(): boolean {
+    return [...this.sources].every((s) => this.seen.has(s))
+  }
+
+  /** Resolves once every op so far is applied and no worker or mirror has work in hand. */
   async settled(): Promise<void> {
     await this.chain
     await this.workers.idle()
+    await this.mirrors.idle()
+    await this.chain
   }
 
-  /** Start watching; resolves after the first list has been applied. */
+  /** Start watching; resolves after the first listing of every source has been applied. */
   async start(): Promise<void> {
     let listed!: () => void
     const first = new Promise<void>((resolve) => (listed = resolve))
     this.running = this.source.run(this.abort.signal, listed)
-    await Promise.race([first, this.running])
+    await Promise.all([Promise.race([first, this.running]), this.fileSource?.start()])
     await this.chain
+  }
+
+  private markSeen(source: string): void {
+    if (this.seen.has(source)) return
+    this.task(() => {
+      if (this.seen.has(source)) return
+      this.seen.add(source)
+      if (this.sourcesReady) this.allSourcesSeen()
+    })
+  }
+
+  /** Deletions held back until now go ahead; orphaned mirrors can be told from unread static pods. */
+  private allSourcesSeen(): void {
+    const held = [...this.deferredRemoves.values()].filter((p) => !this.configPod(p.metadata!.uid!))
+    this.deferredRemoves.clear()
+    if (held.length) this.removeAll(held)
+    this.mirrors.reconcileAll(this.fileConfig?.values().map(fullName) ?? [])
+  }
+
+  private configPod(uid: string): V1Pod | undefined {
+    return this.config.get(uid) ?? this.fileConfig?.get(uid)
+  }
+
+  /** A static pod manifest was skipped: a Warning on the Node naming the file, and an error line. */
+  private manifestProblem(p: ManifestProblem): void {
+    const message = `static pod manifest ${p.file} skipped: ${p.message}`
+    void this.opts.recorder.record(this.nodeRef, 'Warning', FailedValidationReason, message)
+    this.emit('error', message)
+  }
+
+  private async readOwner(): Promise<MirrorOwner | undefined> {
+    try {
+      const node = await this.opts.core.readNode({name: this.opts.nodeName})
+      if (node.metadata?.deletionTimestamp || !node.metadata?.uid) return undefined
+      return {name: this.opts.nodeName, uid: node.metadata.uid}
+    } catch {
+      return undefined
+    }
+  }
+
+  /** The mirror of this name changed: the static pods of that name write their status to the new one. */
+  private mirrorChanged(name: string): void {
+    for (const p of this.fileConfig?.values() ?? []) if (fullName(p) === name) this.status.retarget(p.metadata!.uid!)
+    for (const [uid, n] of this.removedStatic) if (n === name) this.status.retarget(uid)
+  }
+
+  /** A worker is gone for good. A removed static pod's status and mirror can go now. */
+  private forgotten(uid: string): void {
+    const name = this.removedStatic.get(uid)
+    if (name === undefined) return
+    this.removedStatic.delete(uid)
+    this.status.remove(uid)
+    this.mirrors.reconcile(name)
   }
 
   /** Every pod of this node with its status as last written (deep copies). */
@@ -130,16 +258,24 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     this.status.setReported(uid, pod.status)
     // Everything finished for good: let the worker move on to terminating.
     if (this.status.reportedTerminal(uid) && this.workers.state(uid) === 'sync') {
-      const latest = this.config.get(uid)
+      const latest = this.configPod(uid)
       if (latest) this.workers.update({type: 'sync', pod: latest})
     }
   }
 
   private enqueue(ops: PodOp[]): void {
     if (!ops.length) return
-    this.chain = this.chain.then(() => this.apply(ops)).catch((error: unknown) => {
-      this.emit('error', `pod config: ${(error as Error).message}`)
-    })
+    this.task(() => this.apply(ops))
+  }
+
+  /** Runs after everything queued so far (config ops, mirror events, source marks keep their order). */
+  private task(fn: () => unknown): void {
+    this.chain = this.chain.then(fn).then(
+      () => undefined,
+      (error: unknown) => {
+        this.emit('error', `pod config: ${(error as Error).message}`)
+      },
+    )
   }
 
   private async apply(ops: PodOp[]): Promise<void> {
@@ -154,23 +290,39 @@ export class PodController extends EventEmitter<PodControllerEvents> {
           for (const pod of pods) {
             this.status.track(pod)
             this.workers.update({type: 'update', pod})
+            if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
           }
           break
         case 'RECONCILE':
           for (const pod of pods) this.status.track(pod)
           break
         case 'REMOVE':
-          for (const pod of pods) {
-            const uid = pod.metadata!.uid!
-            this.status.remove(uid)
-            this.opts.recorder.forget(uid)
-            this.workers.update({type: 'kill', pod, removed: true})
-            this.emit('podRemoved', uid)
+          if (!this.sourcesReady) {
+            // deletePod: "skipping delete because sources aren't ready yet"; done once they are.
+            for (const pod of pods) this.deferredRemoves.set(pod.metadata!.uid!, pod)
+            break
           }
+          this.removeAll(pods)
           break
       }
     }
     this.countChanged()
+  }
+
+  private removeAll(pods: V1Pod[]): void {
+    for (const pod of pods) {
+      const uid = pod.metadata!.uid!
+      if (isStaticPod(pod) && this.workers.state(uid) !== undefined) {
+        // Its status still goes to its mirror while it terminates; both go once the worker is done.
+        this.removedStatic.set(uid, fullName(pod))
+      } else {
+        this.status.remove(uid)
+      }
+      this.opts.recorder.forget(uid)
+      this.workers.update({type: 'kill', pod, removed: true})
+      this.emit('podRemoved', uid)
+      if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
+    }
   }
 
   private async add(pods: V1Pod[]): Promise<void> {
@@ -190,11 +342,12 @@ export class PodController extends EventEmitter<PodControllerEvents> {
         if (override) void this.opts.recorder.record(podRef(pod), 'Warning', override.reason, override.message.replace(RejectedMessagePrefix, ''))
       }
       this.workers.update({type: 'create', pod, statusOverride: override})
+      if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
     }
   }
 
   private countChanged(): void {
-    const n = this.config.size
+    const n = this.config.size + (this.fileConfig?.size ?? 0)
     if (n === this.lastCount) return
     this.lastCount = n
     this.emit('count', n)
@@ -206,6 +359,8 @@ export class PodController extends EventEmitter<PodControllerEvents> {
    */
   async shutdown(graceSeconds: number, signal?: AbortSignal): Promise<boolean> {
     this.accepting = false
+    // No new static pods while shutting down; their mirrors stay and get the final status.
+    await this.fileSource?.stop()
     await this.chain
     const done = await this.workers.terminateAll(graceSeconds, NodeShutdownOverride, graceSeconds * 1000 + 5_000, signal)
     await this.status.flushAll()
@@ -216,9 +371,13 @@ export class PodController extends EventEmitter<PodControllerEvents> {
   async stop(): Promise<void> {
     this.accepting = false
     this.abort.abort()
+    await this.fileSource?.stop()
     await this.running?.catch(() => undefined)
     await this.chain
+    await this.mirrors.stop()
     this.workers.stop()
     this.status.stop()
+    this.deferredRemoves.clear()
+    this.removedStatic.clear()
   }
 }

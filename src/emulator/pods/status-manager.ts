@@ -2,6 +2,8 @@ import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodS
 import {isDeepStrictEqual} from 'node:util'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
+import {isStaticPod} from './config.js'
+import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
 import {buildPodStatus, getPhase, isTerminalPhase, type StatusOverride} from './status.js'
 
@@ -30,6 +32,12 @@ export interface StatusManagerOptions {
   onChange?: (pod: V1Pod) => void
   onError?: (message: string) => void
   now?: () => Date
+  /**
+   * Where a static pod's status goes: its mirror pod (name and UID
+   * precondition). Undefined means no mirror yet: the write waits for
+   * retarget().
+   */
+  mirrorTarget?: (pod: V1Pod) => MirrorTarget | undefined
 }
 
 interface Entry {
@@ -38,6 +46,10 @@ interface Entry {
   pod: V1Pod
   reported?: V1PodStatus
   written?: V1PodStatus
+  /** The UID of the object the last status went to (the pod itself, or a static pod's mirror). */
+  writtenTo?: string
+  /** A static pod: its status is written onto its mirror pod. */
+  isStatic: boolean
   sandboxReady: boolean
   terminal: boolean
   override?: StatusOverride
@@ -93,9 +105,12 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     if (e) {
       e.pod = pod
     } else {
+      const isStatic = isStaticPod(pod)
       this.entries.set(uid, {
         uid,
         pod,
+        isStatic,
+        writtenTo: isStatic ? undefined : uid,
         sandboxReady: false,
         terminal: false,
         deleted: false,
@@ -106,6 +121,12 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       if (!isTerminalPhase(pod.status?.phase)) this.dirty(this.entries.get(uid)!)
     }
     this.opts.onChange?.(this.view(this.entries.get(uid)!))
+  }
+
+  /** A static pod's mirror appeared or was replaced: write its status there soon. */
+  retarget(uid: string): void {
+    const e = this.entries.get(uid)
+    if (e?.isStatic) this.dirty(e)
   }
 
   /** The pod is gone from the API: forget everything about it. */
@@ -229,20 +250,36 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     }
   }
 
+  /** The object the status is written to: the pod itself, or a static pod's mirror (undefined: none yet). */
+  private targetOf(e: Entry): MirrorTarget | undefined {
+    const {name, namespace, uid} = e.pod.metadata!
+    if (!e.isStatic) return {name: name!, namespace: namespace!, uid: uid!, status: e.pod.status}
+    return this.opts.mirrorTarget?.(e.pod)
+  }
+
   private async write(e: Entry): Promise<void> {
     const {name, namespace, uid} = e.pod.metadata!
+    const target = this.targetOf(e)
+    // A static pod without a mirror: nothing to write to until one appears (retarget).
+    if (!target) return
+    // A new mirror gets the whole status, whatever the last one had.
+    const moved = e.writtenTo !== target.uid
     // A pod that was finished before we saw it, or that we already finished, keeps its status.
-    const done = isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal)
+    const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
     if (!done) {
       const status = this.buildFor(e)
-      if (!isDeepStrictEqual(status, e.written)) {
+      if (moved || !isDeepStrictEqual(status, e.written)) {
         try {
-          const pod = await this.core.patchNamespacedPodStatus({name: name!, namespace: namespace!, body: patchBody(uid!, status, e.written ?? e.pod.status)}, SmpOptions)
+          const before = moved ? target.status : e.written ?? e.pod.status
+          const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
           this.writes++
           this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
           e.written = status
+          e.writtenTo = target.uid
           e.backoff.reset()
-          if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata: pod.metadata ?? e.pod.metadata, status}))
+          // A static pod keeps its own identity in the feed (the mirror has another UID).
+          const metadata = e.isStatic ? e.pod.metadata : pod.metadata ?? e.pod.metadata
+          if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata, status}))
         } catch (error) {
           return this.failed(e, error, 'writing status')
         }
@@ -261,6 +298,11 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   }
 
   private failed(e: Entry, error: unknown, what: string): void {
+    if (e.isStatic && (isNotFound(error) || isConflict(error))) {
+      // The mirror was deleted or replaced: the next one is written when it appears (retarget).
+      e.writtenTo = undefined
+      return
+    }
     if (isNotFound(error) || isConflict(error)) {
       // Gone, or the name now belongs to another pod (UID precondition): nothing of ours to write.
       e.gone = true
