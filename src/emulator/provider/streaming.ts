@@ -1,4 +1,4 @@
-import type {EventEmitter} from 'node:events'
+import {EventEmitter} from 'node:events'
 import type {Readable, Writable} from 'node:stream'
 
 /**
@@ -12,14 +12,24 @@ export interface TerminalSize {
   height: number
 }
 
+/** Terminal sizes from the client: 'resize' events, and the latest one for whoever starts listening late. */
+export class TerminalSizes extends EventEmitter<{resize: [TerminalSize]}> {
+  last: TerminalSize | undefined
+
+  push(size: TerminalSize): void {
+    this.last = size
+    this.emit('resize', size)
+  }
+}
+
 /** The client's side of a session; absent streams were not requested. */
 export interface StreamIO {
   stdin?: Readable
   stdout?: Writable
   stderr?: Writable
   tty: boolean
-  /** Terminal size changes from the client ('resize' events), tty only. */
-  resize?: EventEmitter<{resize: [TerminalSize]}>
+  /** Terminal size changes from the client, tty only. */
+  resize?: TerminalSizes
   /** Aborted when the client's connection is gone. */
   signal: AbortSignal
 }

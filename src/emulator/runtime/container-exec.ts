@@ -144,7 +144,7 @@ async function startPiped(path: string, args: string[], where: ExecEnvironment, 
 
 function waitFirstSize(io: StreamIO): Promise<TerminalSize | undefined> {
   const resize = io.resize
-  if (!resize) return Promise.resolve(undefined)
+  if (!resize || resize.last) return Promise.resolve(resize?.last)
   return new Promise((resolve) => {
     const done = (size?: TerminalSize) => {
       clearTimeout(timer)

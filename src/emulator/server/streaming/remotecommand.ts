@@ -1,7 +1,6 @@
-import {EventEmitter} from 'node:events'
 import type {Socket} from 'node:net'
 import {finished} from 'node:stream/promises'
-import type {TerminalSize} from '../../provider/streaming.js'
+import {TerminalSizes} from '../../provider/streaming.js'
 import {SpdySession, type SpdyStream} from './spdy-session.js'
 import {acceptSpdy} from './upgrade.js'
 
@@ -71,8 +70,8 @@ export function internalErrorStatus(message: string): Status {
 }
 
 /** Reads the resize stream: concatenated JSON objects {"Width":w,"Height":h}. */
-export function resizeEvents(stream: SpdyStream): EventEmitter<{resize: [TerminalSize]}> {
-  const events = new EventEmitter<{resize: [TerminalSize]}>()
+export function resizeEvents(stream: SpdyStream): TerminalSizes {
+  const events = new TerminalSizes()
   let pending = ''
   stream.setEncoding('utf8')
   stream.on('data', (text: string) => {
@@ -87,7 +86,7 @@ export function resizeEvents(stream: SpdyStream): EventEmitter<{resize: [Termina
         const v = JSON.parse(json) as {Width?: unknown; Height?: unknown}
         const width = Number(v.Width)
         const height = Number(v.Height)
-        if (Number.isInteger(width) && Number.isInteger(height) && width >= 0 && height >= 0 && width <= 0xffff && height <= 0xffff) events.emit('resize', {width, height})
+        if (Number.isInteger(width) && Number.isInteger(height) && width >= 0 && height >= 0 && width <= 0xffff && height <= 0xffff) events.push({width, height})
       } catch {
         /* not a size: ignored, as a failed decode ends the kubelet's loop */
       }
@@ -102,7 +101,7 @@ export interface RemoteCommandSession {
   stdin?: SpdyStream
   stdout?: SpdyStream
   stderr?: SpdyStream
-  resize?: EventEmitter<{resize: [TerminalSize]}>
+  resize?: TerminalSizes
   /** Aborted when the connection is gone. */
   signal: AbortSignal
   /** Ends the output streams, writes the result, closes the connection. */
