@@ -1,5 +1,5 @@
 import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, startRemoteCommand, successStatus} from './streaming/remotecommand.js'
-import {negotiateUpgrade, podFullName, resolveTarget, type StreamingConnection, type StreamingDeps, tracked} from './streaming/request.js'
+import {negotiateUpgrade, podFullName, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 
 /**
  * GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1
@@ -20,7 +20,7 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   const notFound = `container ${container} not found in pod ${podFullName(target.pod)}`
   const spec = [...(target.pod.spec?.containers ?? []), ...(target.pod.spec?.initContainers ?? [])].find((c) => c.name === container)
   if (!spec || (target.uid !== undefined && target.uid !== target.pod.metadata?.uid) || !runtime.isContainerRunning(ref)) return conn.respond(500, notFound)
-  const upgrade = negotiateUpgrade(conn, RemoteCommandProtocols)
+  const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return
   let session
   try {
@@ -28,14 +28,12 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   } catch {
     return
   }
-  await tracked(deps, session, async (s) => {
-    let status
-    try {
-      await runtime.attachToContainer(ref, {stdin: s.stdin, stdout: s.stdout, stderr: s.stderr, tty: spec.tty === true, resize: s.resize, signal: s.signal})
-      status = successStatus()
-    } catch (error) {
-      status = internalErrorStatus(`error attaching to container: ${(error as Error).message}`)
-    }
-    await s.finish(status)
-  })
+  let status
+  try {
+    await runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal})
+    status = successStatus()
+  } catch (error) {
+    status = internalErrorStatus(`error attaching to container: ${(error as Error).message}`)
+  }
+  await session.finish(status)
 }

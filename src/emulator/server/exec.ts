@@ -1,6 +1,6 @@
 import {ExitCodeError} from '../provider/streaming.js'
 import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, startRemoteCommand, successStatus} from './streaming/remotecommand.js'
-import {negotiateUpgrade, resolveTarget, type StreamingConnection, type StreamingDeps, tracked} from './streaming/request.js'
+import {negotiateUpgrade, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 
 /**
  * GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
@@ -21,7 +21,7 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
   const ref = {namespace: target.namespace, pod: target.name, container}
   const uidMatches = target.uid === undefined || target.uid === target.pod.metadata?.uid
   if (!uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, `container not found (${JSON.stringify(container)})`)
-  const upgrade = negotiateUpgrade(conn, RemoteCommandProtocols)
+  const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return
   let session
   try {
@@ -29,15 +29,13 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
   } catch {
     return
   }
-  await tracked(deps, session, async (s) => {
-    let status
-    try {
-      await runtime.execInContainer(ref, command, {stdin: s.stdin, stdout: s.stdout, stderr: s.stderr, tty: opts.tty, resize: s.resize, signal: s.signal})
-      status = successStatus()
-    } catch (error) {
-      if (error instanceof ExitCodeError) status = exitCodeStatus(error.exitCode, error.message)
-      else status = internalErrorStatus(`error executing command in container: ${(error as Error).message}`)
-    }
-    await s.finish(status)
-  })
+  let status
+  try {
+    await runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal})
+    status = successStatus()
+  } catch (error) {
+    if (error instanceof ExitCodeError) status = exitCodeStatus(error.exitCode, error.message)
+    else status = internalErrorStatus(`error executing command in container: ${(error as Error).message}`)
+  }
+  await session.finish(status)
 }

@@ -1,6 +1,6 @@
 import {connect, type Socket} from 'node:net'
 import {DefaultStreamCreationTimeoutMs} from './streaming/remotecommand.js'
-import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps, tracked} from './streaming/request.js'
+import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 import {SpdySession, type SpdyStream} from './streaming/spdy-session.js'
 import {acceptSpdy} from './streaming/upgrade.js'
 
@@ -41,7 +41,7 @@ export async function servePortForward(conn: StreamingConnection, deps: Streamin
   if ((target.uid !== undefined && target.uid !== target.pod.metadata?.uid) || !deps.isRunning(target.pod)) {
     return conn.respond(500, `pod not found (${JSON.stringify(podFullName(target.pod))})`)
   }
-  const upgrade = negotiateUpgrade(conn, [PortForwardProtocol])
+  const upgrade = negotiateUpgrade(conn, deps, [PortForwardProtocol])
   if (!upgrade) return
   acceptSpdy(upgrade.socket, upgrade.protocol)
   const pairs = new Map<string, Pair>()
@@ -86,7 +86,7 @@ export async function servePortForward(conn: StreamingConnection, deps: Streamin
     },
   })
 
-  await tracked(deps, session, () => new Promise<void>((resolve) => session.once('close', resolve)))
+  await new Promise<void>((resolve) => session.once('close', resolve))
   for (const p of pairs.values()) clearTimeout(p.timer)
   pairs.clear()
   for (const s of forwards) s.destroy()

@@ -106,8 +106,6 @@ export interface RemoteCommandSession {
   signal: AbortSignal
   /** Ends the output streams, writes the result, closes the connection. */
   finish(status: Status): Promise<void>
-  /** Cuts the connection (the server is stopping). */
-  destroy(): void
 }
 
 export interface RemoteCommandStart {
@@ -143,7 +141,6 @@ export function startRemoteCommand(s: RemoteCommandStart): Promise<RemoteCommand
         resize: streams.resize ? resizeEvents(streams.resize) : undefined,
         signal: abort.signal,
         finish: (status) => finish(spdy, streams, protocol, status),
-        destroy: () => spdy.destroy(),
       }
       resolve(session)
     }

@@ -20,7 +20,7 @@ export interface StreamingConnection {
   respond(status: number, body: string, headers?: Record<string, string>): void
 }
 
-/** An upgraded session the server must be able to cut when it stops. */
+/** An upgraded connection the server must be able to cut when it stops. */
 export interface Cuttable {
   destroy(): void
 }
@@ -30,7 +30,7 @@ export interface StreamingDeps {
   isRunning: RunningCheck
   /** The runtime's exec/attach, once the node has one. */
   streaming: () => ContainerStreaming | undefined
-  /** Live sessions: added while they run, removed when they end. */
+  /** Upgraded connections: added when upgraded (before any stream exists), removed when closed. */
   sessions: Set<Cuttable>
   creationTimeoutMs?: number
   idleTimeoutMs?: number
@@ -79,7 +79,7 @@ export function resolveTarget(conn: StreamingConnection, deps: StreamingDeps, pr
 }
 
 /** The method, the upgrade headers and protocol negotiation; undefined once it has answered. */
-export function negotiateUpgrade(conn: StreamingConnection, protocols: readonly string[]): {socket: Socket; head: Buffer; protocol: string} | undefined {
+export function negotiateUpgrade(conn: StreamingConnection, deps: StreamingDeps, protocols: readonly string[]): {socket: Socket; head: Buffer; protocol: string} | undefined {
   const n = negotiate(conn.req, protocols)
   if (!n.ok) {
     conn.respond(n.status, n.message, n.headers)
@@ -90,15 +90,9 @@ export function negotiateUpgrade(conn: StreamingConnection, protocols: readonly 
     conn.respond(400, websocket ? 'unable to upgrade: only SPDY/3.1 streaming is supported by this node' : 'unable to upgrade: missing upgrade headers in request')
     return undefined
   }
-  return {socket: conn.socket, head: conn.head ?? Buffer.alloc(0), protocol: n.protocol}
-}
-
-/** Runs fn with the session registered, so stop() can cut it. */
-export async function tracked<T extends Cuttable>(deps: StreamingDeps, session: T, fn: (s: T) => Promise<void>): Promise<void> {
-  deps.sessions.add(session)
-  try {
-    await fn(session)
-  } finally {
-    deps.sessions.delete(session)
-  }
+  const socket = conn.socket
+  const cut: Cuttable = {destroy: () => socket.destroy()}
+  deps.sessions.add(cut)
+  socket.once('close', () => deps.sessions.delete(cut))
+  return {socket, head: conn.head ?? Buffer.alloc(0), protocol: n.protocol}
 }
