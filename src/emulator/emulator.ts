@@ -22,6 +22,7 @@ import {VnodeVersion, TargetKubernetesVersion} from './version.js'
 import type {AuthorizationMode} from './server/auth.js'
 import {loadClientCa} from './server/client-ca.js'
 import {apiReviewer} from './server/review-api.js'
+import {isContainerStreaming} from './provider/streaming.js'
 import {KubeletServer} from './server/server.js'
 import type {PodUsage} from './provider/usage.js'
 import {defaultRunningCheck, type KubeletSources} from './server/sources.js'
@@ -366,6 +367,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
       reviewer: apiReviewer(this.clients.authentication, this.clients.authorization),
+      // exec and attach, when the runtime offers them (the provider comes after the server).
+      streaming: () => (isContainerStreaming(this.provider) ? this.provider : undefined),
     })
     await this.kubeletServer.start()
   }

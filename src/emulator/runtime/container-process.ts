@@ -1,6 +1,7 @@
 import {execa, type ResultPromise} from 'execa'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
+import type {Writable} from 'node:stream'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
 
@@ -17,7 +18,13 @@ export interface SpawnSpec {
   cwd: string
   logPath: string
   rotation?: LogRotation
+  /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
+  stdin?: boolean
 }
+
+export type OutputStream = 'stdout' | 'stderr'
+/** Sees the container's output as it is written, besides the log (attach). */
+export type OutputListener = (stream: OutputStream, chunk: Buffer) => void
 
 export interface ExitInfo {
   exitCode: number
@@ -38,6 +45,7 @@ export class ContainerProcess {
   readonly startedAt = new Date()
   readonly exited: Promise<ExitInfo>
   exit: ExitInfo | undefined
+  private readonly outputListeners = new Set<OutputListener>()
 
   private constructor(
     readonly pid: number,
@@ -50,10 +58,14 @@ export class ContainerProcess {
     readonly cwd: string,
   ) {
     const drained = Promise.all([log.attach(child.stdout!, 'stdout'), log.attach(child.stderr!, 'stderr')])
+    child.stdout!.on('data', (chunk: Buffer) => this.emitOutput('stdout', chunk))
+    child.stderr!.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
+    child.stdin?.on('error', () => undefined)
     this.exited = new Promise<ExitInfo>((resolve) => {
       child.once('exit', (code, signal) => {
         const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt: new Date()}
         signalGroup(pid, 'SIGKILL')
+        child.stdin?.destroy()
         const timer = setTimeout(() => {
           child.stdout?.destroy()
           child.stderr?.destroy()
@@ -87,7 +99,7 @@ export class ContainerProcess {
       extendEnv: false,
       detached: true,
       cleanup: false,
-      stdin: 'ignore',
+      stdin: spec.stdin ? 'pipe' : 'ignore',
       stdout: 'pipe',
       stderr: 'pipe',
       buffer: false,
@@ -105,6 +117,27 @@ export class ContainerProcess {
       throw new StartError(startErrorMessage(file, e))
     }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, child, log, spec.env, spec.cwd)
+  }
+
+  /** The container's stdin pipe, when it was started with one and it is still open. */
+  get stdin(): Writable | undefined {
+    const s = this.child.stdin
+    return s && !s.destroyed && !s.writableEnded ? s : undefined
+  }
+
+  /** Closes the container's stdin (EOF), as after the first attach of a `stdinOnce` container. */
+  closeStdin(): void {
+    this.child.stdin?.end()
+  }
+
+  /** Subscribes to the container's output from now on; returns the unsubscribe. */
+  onOutput(listener: OutputListener): () => void {
+    this.outputListeners.add(listener)
+    return () => this.outputListeners.delete(listener)
+  }
+
+  private emitOutput(stream: OutputStream, chunk: Buffer): void {
+    for (const l of this.outputListeners) l(stream, chunk)
   }
 
   /** Whether any process of the container (its group) is alive; zombies do not count. */

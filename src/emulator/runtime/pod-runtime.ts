@@ -335,7 +335,7 @@ export class PodRuntime {
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     let proc: ContainerProcess
     try {
-      proc = await ContainerProcess.start({argv, env, cwd, logPath, rotation: this.deps.rotation})
+      proc = await ContainerProcess.start({argv, env, cwd, logPath, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
     } catch (error) {
       if (!(error instanceof StartError)) throw error
       const now = new Date()

@@ -5,6 +5,11 @@ import {cpus, totalmem} from 'node:os'
 import {join} from 'node:path'
 import {notFound} from '../provider/errdefs.js'
 import type {PodLifecycleHandler, ProviderContext} from '../provider/handler.js'
+import {type ContainerRef, type ContainerStreaming, ExitCodeError, type StreamIO} from '../provider/streaming.js'
+import {attachToProcess} from './container-attach.js'
+import {startExec} from './container-exec.js'
+import type {ContainerProcess} from './container-process.js'
+import {isGroupAlive, signalGroup} from './proc.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
 import type {NodeFacts} from './env.js'
 import {ImageMap} from './images.js'
@@ -30,8 +35,10 @@ export interface ProcessProviderOptions {
  * (pod-runtime.ts has the kubelet's container rules). Pod sandboxes live at
  * <stateDir>/pods/<uid>/, logs at <stateDir>/logs/ (log-layout.ts).
  */
-export class ProcessProvider implements PodLifecycleHandler {
+export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming {
   private readonly pods = new Map<string, PodRuntime>()
+  /** Process groups of exec'd commands by container instance: they die with it, as in its PID namespace. */
+  private readonly execGroups = new Map<ContainerProcess, Set<number>>()
   private callback: (pod: V1Pod) => void = () => undefined
   private images: ImageMap
   private readonly node: NodeFacts
@@ -139,9 +146,55 @@ export class ProcessProvider implements PodLifecycleHandler {
     }))
   }
 
+  // ---- exec and attach (ContainerStreaming) ----
+
+  isContainerRunning(ref: ContainerRef): boolean {
+    return this.runningProcess(ref) !== undefined
+  }
+
+  async execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void> {
+    const proc = this.runningProcess(ref)
+    if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
+    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd}, io)
+    this.trackExec(proc, handle.pgid)
+    const code = await handle.done
+    // A group that is already empty is forgotten at once, so its id is never signalled after reuse.
+    if (!isGroupAlive(handle.pgid)) this.execGroups.get(proc)?.delete(handle.pgid)
+    if (code !== 0) throw new ExitCodeError(code, `command '${command.join(' ')}' exited with ${code}`)
+  }
+
+  async attachToContainer(ref: ContainerRef, io: StreamIO): Promise<void> {
+    const c = this.byName(ref.namespace, ref.pod)?.containers.find((x) => x.name === ref.container)
+    const proc = this.runningProcess(ref)
+    if (!c || !proc) throw notFound(`container ${ref.container} not found in pod ${ref.pod}_${ref.namespace}`)
+    await attachToProcess(proc, {stdin: c.spec.stdin === true, stdinOnce: c.spec.stdinOnce === true}, io)
+  }
+
+  private runningProcess(ref: ContainerRef): ContainerProcess | undefined {
+    const proc = this.byName(ref.namespace, ref.pod)?.containers.find((c) => c.name === ref.container)?.proc
+    return proc && proc.exit === undefined ? proc : undefined
+  }
+
+  /** Remembers an exec's group until the container instance exits, then kills what is left of it. */
+  private trackExec(proc: ContainerProcess, pgid: number): void {
+    let groups = this.execGroups.get(proc)
+    if (!groups) {
+      const set = new Set<number>()
+      this.execGroups.set(proc, (groups = set))
+      void proc.exited.then(() => {
+        for (const g of set) signalGroup(g, 'SIGKILL')
+        this.execGroups.delete(proc)
+      })
+    }
+    for (const g of groups) if (!isGroupAlive(g)) groups.delete(g)
+    groups.add(pgid)
+  }
+
   /** Kills whatever still runs and stops every timer; records stay on disk. */
   async close(): Promise<void> {
     this.closed = true
+    for (const groups of this.execGroups.values()) for (const g of groups) signalGroup(g, 'SIGKILL')
+    this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
   }

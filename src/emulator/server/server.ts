@@ -1,17 +1,23 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import type {IncomingMessage, ServerResponse} from 'node:http'
 import {createServer, type Server} from 'node:https'
-import type {AddressInfo} from 'node:net'
+import type {AddressInfo, Socket} from 'node:net'
 import {UserError} from '../../errors.js'
+import type {ContainerStreaming} from '../provider/streaming.js'
+import {serveAttach} from './attach.js'
 import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
 import {planContainerLogs} from './container-logs.js'
 import {LogOptionsError, parseLogOptions} from './log-options.js'
 import {readLogFile} from './log-reader.js'
+import {serveExec} from './exec.js'
 import {MetricsContentType, resourceMetrics} from './metrics.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
 import {PodPidsAnnotation} from '../node/node-status.js'
+import {servePortForward} from './portforward.js'
 import {defaultRunningCheck, type KubeletSources, type PodUsage} from './sources.js'
 import {ensureServingCert, type ServingCert} from './serving-cert.js'
+import type {Cuttable, StreamingConnection, StreamingDeps} from './streaming/request.js'
+import {rejectSocket} from './streaming/upgrade.js'
 import {metaTime, SummaryBuilder} from './summary.js'
 import {nameProblem, pathSegments} from './validate.js'
 
@@ -41,6 +47,24 @@ export interface KubeletServerOptions {
   reviewer: Reviewer
   readNode?: () => NodeUsage
   followPollMs?: number
+  /** The runtime's exec and attach (read on each request: the runtime may come later than the server). */
+  streaming?: () => ContainerStreaming | undefined
+  /** The kubelet's streamCreationTimeout and streamingConnectionIdleTimeout (default 30 s and 4 h). */
+  streamCreationTimeoutMs?: number
+  streamIdleTimeoutMs?: number
+}
+
+type StreamingHandler = (conn: StreamingConnection, deps: StreamingDeps) => Promise<void>
+
+/** exec, attach and portForward: upgraded to SPDY streams; authorized as subresource proxy. */
+const StreamingRoutes: [string, StreamingHandler][] = [
+  ['/exec/', serveExec],
+  ['/attach/', serveAttach],
+  ['/portForward/', servePortForward],
+]
+
+function streamingRoute(path: string): StreamingHandler | undefined {
+  return StreamingRoutes.find(([prefix]) => path.startsWith(prefix))?.[1]
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void
@@ -58,6 +82,11 @@ export function toJson(value: unknown): string {
   })
 }
 
+function sendWith(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v)
+  send(res, status, body.endsWith('\n') ? body : `${body}\n`)
+}
+
 function sendJson(res: ServerResponse, value: unknown): void {
   send(res, 200, toJson(value), 'application/json')
 }
@@ -73,6 +102,8 @@ export class KubeletServer {
   private readonly summaries = new SummaryBuilder()
   private readonly streams = new Set<AbortController>()
   private readonly routes = new Map<string, Handler>()
+  private readonly sessions = new Set<Cuttable>()
+  private readonly streamingDeps: StreamingDeps
   cert?: ServingCert
 
   constructor(private readonly opts: KubeletServerOptions) {
@@ -89,6 +120,14 @@ export class KubeletServer {
     for (const p of both('/runningpods')) this.routes.set(p, (_req, res) => sendJson(res, this.podList(this.runningPods())))
     for (const p of both('/stats/summary')) this.routes.set(p, (_req, res) => sendJson(res, this.summary()))
     for (const p of both('/metrics/resource')) this.routes.set(p, (_req, res) => this.metrics(res))
+    this.streamingDeps = {
+      pods: () => this.opts.sources.pods(),
+      isRunning: (pod) => (this.opts.sources.isRunning ?? defaultRunningCheck(this.opts.sources.usage))(pod),
+      streaming: () => this.opts.streaming?.(),
+      sessions: this.sessions,
+      creationTimeoutMs: opts.streamCreationTimeoutMs,
+      idleTimeoutMs: opts.streamIdleTimeoutMs,
+    }
   }
 
   /** The port actually listened on (useful with port 0). */
@@ -98,6 +137,11 @@ export class KubeletServer {
 
   get activeStreams(): number {
     return this.streams.size
+  }
+
+  /** Open exec, attach and port-forward connections. */
+  get activeSessions(): number {
+    return this.sessions.size
   }
 
   async start(): Promise<void> {
@@ -120,6 +164,7 @@ export class KubeletServer {
       (req, res) => void this.handle(req, res),
     )
     server.on('tlsClientError', () => undefined)
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => void this.handleUpgrade(req, socket, head))
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) =>
         reject(new UserError(`cannot serve the kubelet API on port ${this.opts.port}: ${error.code === 'EADDRINUSE' ? 'the port is in use' : error.message}`)),
@@ -133,6 +178,7 @@ export class KubeletServer {
   /** Ends log streams, closes every connection, and stops listening. */
   async stop(): Promise<void> {
     for (const s of this.streams) s.abort()
+    for (const s of this.sessions) s.destroy()
     const server = this.server
     this.server = undefined
     if (!server) return
@@ -153,6 +199,11 @@ export class KubeletServer {
       }
       const outcome = await this.auth.check(req, decoded)
       if (!outcome.ok) return send(res, outcome.status, outcome.message)
+      const streaming = streamingRoute(url.pathname)
+      if (streaming) {
+        if (req.method !== 'GET' && req.method !== 'POST') return send(res, 405, '405: Method Not Allowed')
+        return await streaming({req, url, respond: (status, body, headers) => sendWith(res, status, body, headers)}, this.streamingDeps)
+      }
       const route = url.pathname.startsWith('/containerLogs/') ? (r: IncomingMessage, s: ServerResponse, u: URL) => this.containerLogs(r, s, u) : this.routes.get(url.pathname)
       if (!route) return send(res, 404, '404 page not found\n')
       if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, '405: Method Not Allowed')
@@ -160,6 +211,28 @@ export class KubeletServer {
     } catch (error) {
       if (!res.headersSent) send(res, 500, `Internal Server Error: ${(error as Error).message}`)
       else res.destroy()
+    }
+  }
+
+  /** Requests that asked to switch protocols: the streaming routes, authenticated and authorized as any other. */
+  private async handleUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
+    socket.on('error', () => undefined)
+    try {
+      const url = new URL(req.url ?? '/', 'https://kubelet')
+      let decoded = url.pathname
+      try {
+        decoded = decodeURIComponent(url.pathname)
+      } catch {
+        /* authorize on the raw path; routing rejects it below */
+      }
+      const outcome = await this.auth.check(req, decoded)
+      if (!outcome.ok) return rejectSocket(socket, outcome.status, outcome.message)
+      const streaming = streamingRoute(url.pathname)
+      if (!streaming) return rejectSocket(socket, 404, '404 page not found')
+      if (req.method !== 'GET' && req.method !== 'POST') return rejectSocket(socket, 405, '405: Method Not Allowed')
+      await streaming({req, url, socket, head, respond: (status, body, headers) => rejectSocket(socket, status, body, headers)}, this.streamingDeps)
+    } catch (error) {
+      rejectSocket(socket, 500, `Internal Server Error: ${(error as Error).message}`)
     }
   }
 

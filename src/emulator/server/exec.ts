@@ -1,0 +1,41 @@
+import {ExitCodeError} from '../provider/streaming.js'
+import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, startRemoteCommand, successStatus} from './streaming/remotecommand.js'
+import {negotiateUpgrade, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
+
+/**
+ * GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
+ * (the kubelet's getExec and ServeExec): the command runs as a new process
+ * of the runtime; its exit code comes back on the error stream.
+ */
+export async function serveExec(conn: StreamingConnection, deps: StreamingDeps): Promise<void> {
+  const opts = parseRemoteCommandOptions(conn.url.searchParams)
+  if (typeof opts === 'string') return conn.respond(400, opts)
+  const command = conn.url.searchParams.getAll('command')
+  if (command.length === 0) return conn.respond(400, 'you must specify at least one command for the container')
+  const resolved = resolveTarget(conn, deps, '/exec/', 1)
+  if (!resolved) return
+  const {target, tail} = resolved
+  const container = tail[0]
+  const runtime = deps.streaming()
+  if (!runtime) return conn.respond(501, '501 not implemented')
+  const ref = {namespace: target.namespace, pod: target.name, container}
+  const uidMatches = target.uid === undefined || target.uid === target.pod.metadata?.uid
+  if (!uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, `container not found (${JSON.stringify(container)})`)
+  const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
+  if (!upgrade) return
+  let session
+  try {
+    session = await startRemoteCommand({...upgrade, opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs})
+  } catch {
+    return
+  }
+  let status
+  try {
+    await runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal})
+    status = successStatus()
+  } catch (error) {
+    if (error instanceof ExitCodeError) status = exitCodeStatus(error.exitCode, error.message)
+    else status = internalErrorStatus(`error executing command in container: ${(error as Error).message}`)
+  }
+  await session.finish(status)
+}

@@ -1,0 +1,162 @@
+import {connect, type Socket} from 'node:net'
+import {DefaultStreamCreationTimeoutMs} from './streaming/remotecommand.js'
+import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
+import {SpdySession, type SpdyStream} from './streaming/spdy-session.js'
+import {acceptSpdy} from './streaming/upgrade.js'
+
+/**
+ * GET|POST /portForward/{namespace}/{pod}[/{uid}] (the kubelet's
+ * getPortForward and cri/streaming/portforward/httpstream.go): for each
+ * forwarded connection the client opens an error stream and a data stream
+ * with the same requestID and port; the data stream is joined to a TCP
+ * connection to that port on loopback, since pods share the host network.
+ */
+
+export const PortForwardProtocol = 'portforward.k8s.io'
+
+/** How long one dial may take before the forward reports an error. */
+export const DefaultDialTimeoutMs = 10_000
+
+interface Pair {
+  requestId: string
+  error?: SpdyStream
+  data?: SpdyStream
+  timer: NodeJS.Timeout
+}
+
+/** Why a stream's headers are unacceptable (httpStreamReceived), or undefined. */
+export function portForwardStreamProblem(port: string | undefined, type: string | undefined): string | undefined {
+  if (!port) return '"port" header is required'
+  if (!/^\d+$/.test(port) || Number(port) > 65535) return `unable to parse ${JSON.stringify(port)} as a port`
+  if (Number(port) < 1) return `port ${JSON.stringify(port)} must be > 0`
+  if (!type) return '"streamType" header is required'
+  if (type !== 'error' && type !== 'data') return `invalid stream type ${JSON.stringify(type)}`
+  return undefined
+}
+
+export async function servePortForward(conn: StreamingConnection, deps: StreamingDeps): Promise<void> {
+  const resolved = resolveTarget(conn, deps, '/portForward/', 0)
+  if (!resolved) return
+  const {target} = resolved
+  if ((target.uid !== undefined && target.uid !== target.pod.metadata?.uid) || !deps.isRunning(target.pod)) {
+    return conn.respond(500, `pod not found (${JSON.stringify(podFullName(target.pod))})`)
+  }
+  const upgrade = negotiateUpgrade(conn, deps, [PortForwardProtocol])
+  if (!upgrade) return
+  acceptSpdy(upgrade.socket, upgrade.protocol)
+  const pairs = new Map<string, Pair>()
+  const forwards = new Set<Socket>()
+  const creationMs = deps.creationTimeoutMs ?? DefaultStreamCreationTimeoutMs
+
+  const session = new SpdySession(upgrade.socket, upgrade.head, {
+    idleTimeoutMs: deps.idleTimeoutMs,
+    onStream: (stream) => {
+      const type = stream.header('streamtype')
+      if (portForwardStreamProblem(stream.header('port'), type)) return false
+      // Without a requestID, the pair is found from stream ids as the kubelet does (error n, data n+2).
+      const requestId = stream.header('requestid') ?? String(type === 'error' ? stream.id : stream.id - 2)
+      let pair = pairs.get(requestId)
+      if (!pair) {
+        const p: Pair = {
+          requestId,
+          timer: setTimeout(() => {
+            pairs.delete(requestId)
+            fail(p, `(conn=${upgrade.socket.remotePort}, request=${requestId}) timed out waiting for streams`)
+          }, creationMs),
+        }
+        pairs.set(requestId, (pair = p))
+      }
+      const slot = type === 'error' ? 'error' : 'data'
+      if (pair[slot]) {
+        const p = pair
+        queueMicrotask(() => writeError(p.error, `error processing stream for request ${requestId}: ${slot} stream already assigned`))
+        stream.resume()
+        return true
+      }
+      pair[slot] = stream
+      // The client only half-closes the error stream; read it so both sides can end.
+      if (slot === 'error') stream.resume()
+      if (pair.error && pair.data) {
+        clearTimeout(pair.timer)
+        pairs.delete(requestId)
+        const complete = pair as Required<Pair>
+        queueMicrotask(() => forward(target, complete, forwards))
+      }
+      return true
+    },
+  })
+
+  await new Promise<void>((resolve) => session.once('close', resolve))
+  for (const p of pairs.values()) clearTimeout(p.timer)
+  pairs.clear()
+  for (const s of forwards) s.destroy()
+}
+
+function writeError(stream: SpdyStream | undefined, message: string): void {
+  if (!stream || stream.destroyed || stream.localClosed) return
+  stream.write(message)
+}
+
+function fail(pair: Pair, message: string): void {
+  writeError(pair.error, message)
+  pair.error?.end()
+  pair.data?.reset()
+}
+
+/** Dials 127.0.0.1, then ::1 (as containerd tries IPv4 and IPv6), and joins the data stream to it. */
+function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>): void {
+  const port = Number(pair.data.header('port'))
+  const {data, error} = pair
+  const errors: string[] = []
+  const attempt = (family: 4 | 6) => {
+    const host = family === 4 ? '127.0.0.1' : '::1'
+    const tcp = connect({host, port, allowHalfOpen: true, timeout: DefaultDialTimeoutMs})
+    forwards.add(tcp)
+    let connected = false
+    tcp.once('timeout', () => {
+      if (!connected) tcp.destroy(Object.assign(new Error('i/o timeout'), {code: 'ETIMEDOUT'}))
+    })
+    tcp.once('error', (e: NodeJS.ErrnoException) => {
+      if (connected) return
+      forwards.delete(tcp)
+      errors.push(`${family === 4 ? 'IPv4: dial tcp4 127.0.0.1' : 'IPv6 dial tcp6 [::1]'}:${port}: ${dialReason(e)}`)
+      if (family === 4 && !data.destroyed) return attempt(6)
+      const message = `error forwarding port ${port} to pod ${target.namespace}/${target.name}, uid ${target.pod.metadata?.uid ?? ''}: failed to connect to localhost:${port}, ${errors.join(' ')}`
+      fail(pair, message)
+    })
+    tcp.once('connect', () => {
+      connected = true
+      tcp.setTimeout(0)
+      tcp.setNoDelay(true)
+      join(data, error, tcp, () => forwards.delete(tcp))
+    })
+  }
+  if (!data.destroyed) attempt(4)
+}
+
+function dialReason(e: NodeJS.ErrnoException): string {
+  if (e.code === 'ECONNREFUSED') return 'connect: connection refused'
+  if (e.code === 'ETIMEDOUT') return 'i/o timeout'
+  if (e.code === 'EADDRNOTAVAIL') return 'connect: cannot assign requested address'
+  if (e.code === 'ENETUNREACH') return 'connect: network is unreachable'
+  return e.message
+}
+
+/** Copies both ways; when either side is gone the other is closed, then the error stream ends empty. */
+function join(data: SpdyStream, error: SpdyStream, tcp: Socket, done: () => void): void {
+  data.pipe(tcp)
+  tcp.pipe(data)
+  tcp.on('error', () => undefined)
+  data.on('error', () => undefined)
+  const finish = () => {
+    data.unpipe(tcp)
+    tcp.unpipe(data)
+    tcp.destroy()
+    if (!data.destroyed) data.end()
+    if (!error.destroyed) error.end()
+    done()
+  }
+  tcp.once('close', finish)
+  // A reset (or the session ending) closes the stream without 'end'.
+  data.once('close', () => tcp.destroy())
+}
