@@ -23,7 +23,7 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     await c.core.deleteNode({name: node}).catch(() => undefined)
   })
 
-  test('renders header, table and keys; ? shows help; q stops the node gracefully and leaves no process', async () => {
+  test('renders header, table and keys; ? shows help; a pod turns Running and x kills it; q stops the node gracefully and leaves no process', async () => {
     const stateDir = join(runDir(), 'nodes', node)
     mkdirSync(stateDir, {recursive: true})
     const cmd = `KUBECONFIG='${kubeconfigPath()}' '${cliPath()}' up --name ${node} --state-dir '${stateDir}' --port 0; echo "EXITED rc=$?"; sleep 60`
@@ -46,6 +46,39 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     await waitFor(async () => /force kill \(grace period 0\)/.test(await screen('tui')), 'the help', 10_000, 100)
     await tmux(['send-keys', '-t', 'tui', 'Escape'])
     await waitFor(async () => !/force kill \(grace period 0\)/.test(await screen('tui')), 'the help to close', 10_000, 100)
+
+    // A pod appears and turns Running; `x` kills it after a confirmation, through the API.
+    const ns = uniqueName('tui')
+    const marker = uniqueName('tui-marker')
+    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    try {
+      await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'victim'},
+          spec: {nodeName: node, containers: [{name: 'main', image: 'node', command: ['node', '-e', `console.log('${marker}'); setInterval(() => {}, 1000)`]}]},
+        },
+      })
+      await waitFor(async () => new RegExp(`${ns}\\s+victim\\s+1/1\\s+Running`).test(await screen('tui')), () => `the pod Running on screen:\n${lastScreen}`, 30_000, 200)
+      expect(await processesMatching(marker)).toHaveLength(1)
+      await tmux(['send-keys', '-t', 'tui', 'x'])
+      await waitFor(async () => /\by\b/.test(await screen('tui')) && /victim/.test(lastScreen), 'the kill confirmation', 10_000, 100)
+      await tmux(['send-keys', '-t', 'tui', 'y'])
+      await waitFor(async () => {
+        try {
+          await c.core.readNamespacedPod({name: 'victim', namespace: ns})
+          return false
+        } catch (error) {
+          return (error as {code?: number}).code === 404
+        }
+      }, 'the pod to be deleted', 30_000, 200)
+      expect(await processesMatching(marker)).toEqual([])
+      // The table row goes (the event feed may still name the pod).
+      await waitFor(async () => !new RegExp(`${ns}\\s+victim\\s+\\d/1`).test(await screen('tui')), () => `the row to go:\n${lastScreen}`, 10_000, 200)
+    } finally {
+      await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    }
 
     await tmux(['send-keys', '-t', 'tui', 'q'])
     const after = await waitFor(async () => {

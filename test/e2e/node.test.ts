@@ -121,6 +121,18 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     expect(await pb.stop()).toBe(0)
   })
 
+  test('with --no-reregister a node deleted out of band stays deleted', async () => {
+    const name = uniqueName('noreg')
+    const p = startVnode(name, ['--no-reregister'])
+    await p.ready()
+    expect((await kubectl(['delete', 'node', name])).exitCode).toBe(0)
+    // Longer than the re-registration takes by default (well under 10 s), and past a lease renewal.
+    await new Promise((r) => setTimeout(r, 12_000))
+    await expect(readNode(name)).rejects.toMatchObject({code: 404})
+    expect(p.child.exitCode).toBeNull()
+    expect(await p.stop()).toBe(0)
+  })
+
   test('paused past the grace the node lifecycle controller marks it Unknown; resumed it is Ready within 15 s; idle cost stays at or under 7 requests a minute', async () => {
     const paused = uniqueName('pause')
     const idle = uniqueName('idle')
