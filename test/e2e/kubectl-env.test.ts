@@ -132,6 +132,8 @@ describeE2e('kubectl: container env as the process sees it', () => {
     await f.c.core.createNamespacedConfigMap({namespace: f.ns, body: {metadata: {name: 'later'}, data: {k: 'arrived'}}})
     const running = await f.waitRow('waits', (r) => r.status === 'Running', 'Running after the ConfigMap appeared', 30_000)
     expect(running).toMatchObject({ready: '1/1', restarts: 0})
+    // Ready was False with a reason and message; True carries neither.
+    expect(await f.jsonpath('waits', '{range .status.conditions[*]}{.type}={.status}/{.reason}/{.message};{end}')).toContain('Ready=True//;')
     const {env} = JSON.parse(await f.file('waits.json')) as {env: Record<string, string>}
     expect(env.LATER).toBe('arrived')
 

@@ -536,12 +536,10 @@ export class PodRuntime {
       await Promise.all(this.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())
       await Promise.all(this.containers.map((c) => c.stopping))
+      // A container that never ran stays waiting: the pod core's TerminatePod decides which of them count as lost.
       for (const c of this.containers) {
-        c.waiting = undefined
+        if (c.history.length > 0) c.waiting = undefined
         c.ready = false
-        if (c.history.length === 0) {
-          c.pushTermination({exitCode: 137, reason: 'ContainerStatusUnknown', message: 'The container could not be located when the pod was terminated', finishedAt: new Date()})
-        }
       }
       this.writeRecord()
       this.publish()
