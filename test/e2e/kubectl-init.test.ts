@@ -78,4 +78,28 @@ describeE2e('kubectl: init containers', () => {
     await kubectl(['delete', 'pod', 'initfail', '-n', f.ns, '--wait=false'])
     await f.gone('initfail')
   })
+
+  test('a sidecar (init container with restartPolicy Always) counts in READY; when main completes it is stopped and the pod Completed', async () => {
+    const marker = uniqueName('sidecar')
+    const order = f.out('sidecar-order.txt')
+    await f.create({
+      metadata: {name: 'sidecar'},
+      spec: {
+        restartPolicy: 'Never',
+        terminationGracePeriodSeconds: 2,
+        initContainers: [nodeContainer('proxy', step, marker, {args: [order, 'proxy', '0'], restartPolicy: 'Always'})],
+        containers: [nodeContainer('main', step, marker, {args: [order, 'main', '2500', '0']})],
+      },
+    })
+    const running = await f.waitRow('sidecar', (r) => r.status === 'Running' && r.ready === '2/2', 'Running 2/2')
+    expect(running.restarts).toBe(0)
+    const done = await f.waitRow('sidecar', (r) => r.status === 'Completed', 'Completed', 20_000)
+    expect(done).toMatchObject({ready: '0/2', restarts: 0})
+    expect(await f.jsonpath('sidecar', '{.status.phase}|{.status.containerStatuses[0].state.terminated.exitCode}|{.status.initContainerStatuses[0].state.terminated.exitCode}')).toBe('Succeeded|0|143')
+    await waitFor(async () => (await f.file('sidecar-order.txt')).includes('main'), 'main to write', 5_000)
+    expect(await f.file('sidecar-order.txt')).toBe('proxy\nmain\n')
+    await f.noProcess(marker)
+    await kubectl(['delete', 'pod', 'sidecar', '-n', f.ns, '--wait=false'])
+    await f.gone('sidecar')
+  })
 })

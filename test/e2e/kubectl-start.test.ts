@@ -35,6 +35,9 @@ describeE2e('kubectl: create to Running', () => {
     expect(described).toMatch(/Normal\s+Pulled\s+.*Container image "node" already present on machine/)
     expect(described).toMatch(/Normal\s+Created\s+.*Created container: app/)
 
+    const wide = await kubectl(['get', 'pod', 'web', '-n', f.ns, '-o', 'wide', '--no-headers'])
+    expect(wide.stdout).toMatch(new RegExp(`^web\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeIP.replaceAll('.', '\\.')}\\s+${f.nodeName}\\s`))
+
     const pids = await processesMatching(marker)
     expect(pids).toHaveLength(1)
 

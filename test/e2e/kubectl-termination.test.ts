@@ -111,4 +111,15 @@ describeE2e('kubectl: termination', () => {
     // Even a force delete gets the 2 s minimum kill grace; the whole process group goes.
     await f.noProcess(marker, 10_000)
   })
+
+  test('a pod that never started (its ConfigMap is missing) is deleted at once, not after its 30 s grace', async () => {
+    await f.create({
+      metadata: {name: 'never'},
+      spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', uniqueName('never'), {envFrom: [{configMapRef: {name: 'absent'}}]})]},
+    })
+    await f.waitRow('never', (r) => r.status === 'CreateContainerConfigError', 'CreateContainerConfigError')
+    const started = Date.now()
+    expect((await kubectl(['delete', 'pod', 'never', '-n', f.ns])).exitCode).toBe(0)
+    expect(Date.now() - started).toBeLessThan(5_000)
+  })
 })
