@@ -16,7 +16,7 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
-import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, type MaterialisedVolume, type RealLink} from './volumes.js'
+import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
 export const MinimumKillGraceMs = 2_000
@@ -541,10 +541,23 @@ export class PodRuntime {
         if (c.history.length > 0) c.waiting = undefined
         c.ready = false
       }
+      await this.unmountVolumes()
       this.writeRecord()
       this.publish()
     })()
     return this.terminating
+  }
+
+  /**
+   * No process can use the volumes any more: remove them (Secret content
+   * above all) and the real mountPath links now, as the kubelet's
+   * SyncTerminatedPod unmounts before the pod's final status and deletion.
+   * Logs and the record stay until cleanup.
+   */
+  private async unmountVolumes(): Promise<void> {
+    await removeRealLinks(this.links)
+    this.links = []
+    await removeTree(volumesDir(this.deps.sandbox))
   }
 
   /** No process of the pod is left. */
