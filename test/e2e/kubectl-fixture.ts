@@ -105,10 +105,18 @@ export class KubectlFixture {
         last = await this.row(name)
         return last && pred(last) ? last : undefined
       },
-      () => `${name}: ${what} (kubectl get pod shows: ${last?.line ?? 'nothing'})`,
+      () => `${name}: ${what} (kubectl get pod shows: ${last?.line ?? 'nothing'}; vnode said: ${this.recentLines()})`,
       timeoutMs,
       150,
     )
+  }
+
+  /** The node's last output lines, for failure messages. */
+  recentLines(n = 8): string {
+    return this.node.lines
+      .slice(-n)
+      .map((l) => `${l.kind}: ${l.message}`)
+      .join(' | ')
   }
 
   async jsonpath(name: string, expr: string): Promise<string> {
