@@ -325,12 +325,21 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   }
 }
 
+/** Optional fields of a pod condition that a newer condition of the same type may no longer carry. */
+const ConditionOptionalFields = ['reason', 'message', 'lastProbeTime'] as const
+
 /**
  * The patch: metadata.uid (the precondition) and the full status; top-level
- * fields we no longer report (reason, message) are cleared explicitly.
+ * fields we no longer report (reason, message) are cleared explicitly. The
+ * API merges conditions by type, keeping fields the patch leaves out, so a
+ * condition's reason and message are cleared explicitly too (a Ready=True
+ * must not keep the ContainersNotReady reason of its Ready=False).
  */
 export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus | undefined): Record<string, unknown> {
   const s: Record<string, unknown> = JSON.parse(JSON.stringify(status))
   for (const k of ['reason', 'message', 'podIP', 'podIPs'] as const) if (before?.[k] !== undefined && status[k] === undefined) s[k] = null
+  if (Array.isArray(s.conditions)) {
+    for (const c of s.conditions as Array<Record<string, unknown>>) for (const k of ConditionOptionalFields) if (c[k] === undefined) c[k] = null
+  }
   return {metadata: {uid}, status: s}
 }

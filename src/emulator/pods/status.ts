@@ -95,7 +95,39 @@ function convertStatuses(
   })
 }
 
-/** TerminatePod: whatever is not terminated is reported as lost, exit 137. */
+/**
+ * TerminatePod (status_manager.go): once the pod has initialized, a regular
+ * container that is not terminated is reported lost (exit 137); of the init
+ * containers, only those up to the last one that ever started are, so a pod
+ * that failed in init keeps its later containers waiting (kubectl: Init:Error).
+ */
+function terminatePod(spec: V1Pod['spec'] & {}, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[], now: Date) {
+  const started = initializedPrefix(initStatuses)
+  return {
+    initStatuses: [...terminateAll(initStatuses.slice(0, started), now), ...initStatuses.slice(started)],
+    statuses: hasPodInitialized(spec, initStatuses, statuses) ? terminateAll(statuses, now) : statuses,
+  }
+}
+
+/** hasPodInitialized: no init containers, a regular container left waiting once, or the last init container exited 0. */
+function hasPodInitialized(spec: V1Pod['spec'] & {}, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): boolean {
+  const inits = spec.initContainers ?? []
+  if (inits.length === 0) return true
+  if (statuses.some((s) => !!s.lastState?.terminated || !s.state?.waiting)) return true
+  const last = initStatuses.find((s) => s.name === inits[inits.length - 1].name)
+  const exit = last?.lastState?.terminated?.exitCode ?? last?.state?.terminated?.exitCode
+  return exit === 0
+}
+
+/** initializedContainers: how many init containers, from the first, have attempted to start (at least one). */
+function initializedPrefix(initStatuses: V1ContainerStatus[]): number {
+  for (let i = initStatuses.length - 1; i >= 0; i--) {
+    if (!initStatuses[i].state?.waiting || initStatuses[i].lastState?.terminated) return i + 1
+  }
+  return Math.min(1, initStatuses.length)
+}
+
+/** Whatever is not terminated is reported as lost, exit 137. */
 function terminateAll(statuses: V1ContainerStatus[], now: Date): V1ContainerStatus[] {
   return statuses.map((s) => {
     if (s.state?.terminated) return s
@@ -270,12 +302,15 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     initStatuses = []
     statuses = []
   } else if (input.podIsTerminal) {
-    initStatuses = terminateAll(initStatuses, now)
-    statuses = terminateAll(statuses, now)
+    const t = terminatePod(spec, initStatuses, statuses, now)
+    initStatuses = t.initStatuses
+    statuses = t.statuses
   }
   statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 
   let phase: PodPhase = getPhase(pod, initStatuses, statuses, input.podIsTerminal)
+  // TerminatePod: a pod that will run nothing more is never left Pending or Running.
+  if (input.podIsTerminal && !isTerminalPhase(phase)) phase = 'Failed'
   let reason: string | undefined
   let message: string | undefined
   if (reported?.phase && isTerminalPhase(reported.phase)) {

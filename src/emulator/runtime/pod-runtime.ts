@@ -16,7 +16,7 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
-import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, type MaterialisedVolume, type RealLink} from './volumes.js'
+import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
 export const MinimumKillGraceMs = 2_000
@@ -536,17 +536,28 @@ export class PodRuntime {
       await Promise.all(this.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())
       await Promise.all(this.containers.map((c) => c.stopping))
+      // A container that never ran stays waiting: the pod core's TerminatePod decides which of them count as lost.
       for (const c of this.containers) {
-        c.waiting = undefined
+        if (c.history.length > 0) c.waiting = undefined
         c.ready = false
-        if (c.history.length === 0) {
-          c.pushTermination({exitCode: 137, reason: 'ContainerStatusUnknown', message: 'The container could not be located when the pod was terminated', finishedAt: new Date()})
-        }
       }
+      await this.unmountVolumes()
       this.writeRecord()
       this.publish()
     })()
     return this.terminating
+  }
+
+  /**
+   * No process can use the volumes any more: remove them (Secret content
+   * above all) and the real mountPath links now, as the kubelet's
+   * SyncTerminatedPod unmounts before the pod's final status and deletion.
+   * Logs and the record stay until cleanup.
+   */
+  private async unmountVolumes(): Promise<void> {
+    await removeRealLinks(this.links)
+    this.links = []
+    await removeTree(volumesDir(this.deps.sandbox))
   }
 
   /** No process of the pod is left. */

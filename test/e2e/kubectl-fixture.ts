@@ -1,0 +1,214 @@
+import type {V1Pod} from '@kubernetes/client-node'
+import {execa, type ResultPromise} from 'execa'
+import {mkdirSync, readFileSync} from 'node:fs'
+import {join} from 'node:path'
+import {E2eEnv} from './env.mjs'
+import {type Clients, clients, kubectl, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor} from './helpers.js'
+
+/** The node binary by absolute path: a container's PATH is the runtimes' minimal one. */
+export const NODE = process.execPath
+
+/** One row of `kubectl get pod --no-headers`: NAME READY STATUS RESTARTS AGE. */
+export interface PodRow {
+  name: string
+  ready: string
+  status: string
+  restarts: number
+  /** "(5s ago)" part of RESTARTS, when kubectl prints one. */
+  lastRestart?: string
+  line: string
+}
+
+export function parseRow(line: string): PodRow | undefined {
+  const m = /^(\S+)\s+(\d+\/\d+)\s+(\S+)\s+(\d+)(?:\s+\(([^)]*)\))?\s+\S+\s*$/.exec(line.trim())
+  if (!m) return undefined
+  return {name: m[1], ready: m[2], status: m[3], restarts: Number(m[4]), lastRestart: m[5], line: line.trim()}
+}
+
+/** A running `kubectl get ... -w` whose output lines are collected. */
+export class KubectlWatch {
+  readonly lines: string[] = []
+  private buf = ''
+  constructor(readonly child: ResultPromise) {
+    child.stdout!.on('data', (d: Buffer) => {
+      this.buf += d.toString()
+      let i
+      while ((i = this.buf.indexOf('\n')) >= 0) {
+        this.lines.push(this.buf.slice(0, i))
+        this.buf = this.buf.slice(i + 1)
+      }
+    })
+    void child.catch(() => undefined)
+  }
+
+  waitLine(pred: (line: string) => boolean, what: string, timeoutMs = 30_000): Promise<string> {
+    return waitFor(() => this.lines.find(pred), () => `${what} (kubectl -w printed: ${JSON.stringify(this.lines.slice(-8))})`, timeoutMs, 50)
+  }
+
+  stop(): void {
+    if (this.child.exitCode === null) this.child.kill('SIGTERM')
+  }
+}
+
+/**
+ * One `kubectl vnode up` node and one namespace for a test file, with the
+ * views a user has: `kubectl get pod` rows, jsonpath, describe, logs, and
+ * files the containers' own commands write under `dir`.
+ */
+export class KubectlFixture {
+  c!: Clients
+  node!: VnodeProcess
+  readonly nodeName: string
+  readonly ns: string
+  /** Where containers write what they saw (env, files, cwd). */
+  readonly dir: string
+  private readonly watches: KubectlWatch[] = []
+
+  constructor(prefix: string) {
+    this.nodeName = uniqueName(`${prefix}-node`)
+    this.ns = uniqueName(prefix)
+    this.dir = join(runDir(), 'kubectl-out', this.ns)
+  }
+
+  async setUp(args: string[] = []): Promise<this> {
+    mkdirSync(this.dir, {recursive: true, mode: 0o700})
+    this.c = await clients()
+    this.node = startVnode(this.nodeName, args)
+    await this.c.core.createNamespace({body: {metadata: {name: this.ns}}})
+    await this.node.ready()
+    // Pods are refused until the controller-manager has made the namespace's default service account.
+    await waitFor(() => this.c.core.readNamespacedServiceAccount({name: 'default', namespace: this.ns}), 'the default service account', 30_000, 200)
+    return this
+  }
+
+  async tearDown(): Promise<void> {
+    for (const w of this.watches) w.stop()
+    await this.c?.core.deleteNamespace({name: this.ns}).catch(() => undefined)
+  }
+
+  /** Creates the pod bound to this node (the default service account token is mounted, as for any pod). */
+  create(pod: V1Pod): Promise<V1Pod> {
+    return this.c.core.createNamespacedPod({namespace: this.ns, body: {...pod, spec: {nodeName: this.nodeName, ...pod.spec!}}})
+  }
+
+  /** `kubectl get pod NAME` as a row, or undefined when kubectl shows none. */
+  async row(name: string): Promise<PodRow | undefined> {
+    const r = await kubectl(['get', 'pod', name, '-n', this.ns, '--no-headers'])
+    return r.exitCode === 0 ? parseRow(r.stdout) : undefined
+  }
+
+  /** Polls `kubectl get pod` until the row matches. */
+  async waitRow(name: string, pred: (r: PodRow) => boolean, what: string, timeoutMs = 30_000): Promise<PodRow> {
+    let last: PodRow | undefined
+    return waitFor(
+      async () => {
+        last = await this.row(name)
+        return last && pred(last) ? last : undefined
+      },
+      () => `${name}: ${what} (kubectl get pod shows: ${last?.line ?? 'nothing'}; vnode said: ${this.recentLines()})`,
+      timeoutMs,
+      150,
+    )
+  }
+
+  /** The node's last output lines, for failure messages. */
+  recentLines(n = 8): string {
+    return this.node.lines
+      .slice(-n)
+      .map((l) => `${l.kind}: ${l.message}`)
+      .join(' | ')
+  }
+
+  async jsonpath(name: string, expr: string): Promise<string> {
+    const r = await kubectl(['get', 'pod', name, '-n', this.ns, '-o', `jsonpath=${expr}`])
+    if (r.exitCode !== 0) throw new Error(`kubectl get pod ${name} -o jsonpath failed: ${r.stderr}`)
+    return r.stdout
+  }
+
+  async json(name: string): Promise<V1Pod> {
+    const r = await kubectl(['get', 'pod', name, '-n', this.ns, '-o', 'json'])
+    if (r.exitCode !== 0) throw new Error(`kubectl get pod ${name} -o json failed: ${r.stderr}`)
+    return JSON.parse(r.stdout) as V1Pod
+  }
+
+  async describe(name: string): Promise<string> {
+    const r = await kubectl(['describe', 'pod', name, '-n', this.ns])
+    if (r.exitCode !== 0) throw new Error(`kubectl describe pod ${name} failed: ${r.stderr}`)
+    return r.stdout
+  }
+
+  /** Polls `kubectl describe pod` until its output matches. */
+  async waitDescribe(name: string, re: RegExp, timeoutMs = 20_000): Promise<string> {
+    let last = ''
+    return waitFor(
+      async () => {
+        last = await this.describe(name)
+        return re.test(last) ? last : undefined
+      },
+      () => `describe ${name} to match ${re} (last Events: ${last.slice(last.indexOf('Events:'))})`,
+      timeoutMs,
+      300,
+    )
+  }
+
+  logs(name: string, args: string[] = []) {
+    return kubectl(['logs', name, '-n', this.ns, ...args])
+  }
+
+  /** Waits until kubectl says the pod is gone. */
+  async gone(name: string, timeoutMs = 30_000): Promise<void> {
+    await waitFor(
+      async () => {
+        const r = await kubectl(['get', 'pod', name, '-n', this.ns, '--ignore-not-found', '-o', 'name'])
+        return r.exitCode === 0 && r.stdout.trim() === ''
+      },
+      `pod ${name} to be gone`,
+      timeoutMs,
+      100,
+    )
+  }
+
+  /** Starts `kubectl get pod NAME -w ...extra` and collects its lines. */
+  watch(name: string, extra: string[] = ['--no-headers']): KubectlWatch {
+    const child = execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), ['get', 'pod', name, '-n', this.ns, '-w', ...extra], {env: testEnv(), reject: false, buffer: false})
+    const w = new KubectlWatch(child)
+    this.watches.push(w)
+    return w
+  }
+
+  /** The file a container wrote under `dir`, once it is there (parsed as JSON when asked). */
+  async file(rel: string, timeoutMs = 20_000): Promise<string> {
+    return waitFor(
+      () => {
+        try {
+          return readFileSync(join(this.dir, rel), 'utf8') || undefined
+        } catch {
+          return undefined
+        }
+      },
+      `${rel} written by the container`,
+      timeoutMs,
+      100,
+    )
+  }
+
+  out(rel: string): string {
+    return join(this.dir, rel)
+  }
+
+  /** Waits until no live process carries the marker in its command line. */
+  async noProcess(marker: string, timeoutMs = 10_000): Promise<void> {
+    await waitFor(async () => (await processesMatching(marker)).length === 0, `no process with ${marker} left`, timeoutMs, 100)
+  }
+
+  /** The `stopped` summary line `up -o json` printed on exit. */
+  summary(): {byResource: Record<string, number>; requestsSinceReady: number} | undefined {
+    const l = this.node.lines.find((x: VnodeLine) => x.kind === 'stopped')
+    return l?.summary as {byResource: Record<string, number>; requestsSinceReady: number} | undefined
+  }
+}
+
+/** A `node -e` container: the marker is an argument so the process table shows whose it is. */
+export function nodeContainer(name: string, script: string, marker: string, extra: Record<string, unknown> = {}) {
+  return {name, image: 'node', command: [NODE, '-e', script, marker], ...extra}
+}

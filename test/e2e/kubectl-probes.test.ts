@@ -1,0 +1,86 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {writeFileSync} from 'node:fs'
+import {createServer} from 'node:net'
+import {KubectlFixture, nodeContainer, parseRow} from './kubectl-fixture.js'
+import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
+
+/** A loopback port nothing listens on (just released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const {port} = s.address() as {port: number}
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** Serves /healthz on argv[2] after 2 s: 200, or 503 once the file argv[3] exists. */
+const lateServer = `const fs = require('fs'); setTimeout(() => require('http').createServer((q, s) => { s.statusCode = fs.existsSync(process.argv[3]) ? 503 : 200; s.end('ok') }).listen(Number(process.argv[2]), '127.0.0.1'), 2000)`
+
+describeE2e('kubectl: probes', () => {
+  const f = new KubectlFixture('kprobe')
+
+  beforeAll(async () => {
+    await f.setUp()
+  })
+  afterAll(async () => {
+    await f.tearDown()
+    await stopAllVnodes()
+  })
+
+  test('a readiness probe drives READY 0/1 -> 1/1 -> 0/1 without a restart', async () => {
+    const marker = uniqueName('ready')
+    const port = await freePort()
+    const unready = f.out('unready')
+    const w = f.watch('ready')
+    await f.create({
+      metadata: {name: 'ready'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        containers: [
+          nodeContainer('app', lateServer, marker, {
+            args: [String(port), unready],
+            readinessProbe: {httpGet: {path: '/healthz', port}, periodSeconds: 1, failureThreshold: 1},
+          }),
+        ],
+      },
+    })
+    const notReady = parseRow(await w.waitLine((l) => parseRow(l)?.status === 'Running', 'Running'))!
+    expect(notReady).toMatchObject({ready: '0/1', restarts: 0})
+    expect(await f.jsonpath('ready', '{.status.conditions[?(@.type=="Ready")].status}/{.status.conditions[?(@.type=="Ready")].reason}')).toBe('False/ContainersNotReady')
+    const ready = parseRow(await w.waitLine((l) => parseRow(l)?.ready === '1/1', 'READY 1/1', 20_000))!
+    expect(ready).toMatchObject({status: 'Running', restarts: 0})
+    expect(await f.jsonpath('ready', '{.status.conditions[?(@.type=="Ready")].status}/{.status.containerStatuses[0].ready}')).toBe('True/true')
+
+    writeFileSync(unready, '')
+    const again = await f.waitRow('ready', (r) => r.ready === '0/1', 'READY 0/1 again', 15_000)
+    expect(again).toMatchObject({status: 'Running', restarts: 0})
+    await f.waitDescribe('ready', /Warning\s+Unhealthy\s+.*Readiness probe failed: HTTP probe failed with statuscode: 503/)
+    w.stop()
+    await kubectl(['delete', 'pod', 'ready', '-n', f.ns, '--wait=false'])
+    await f.gone('ready')
+    await f.noProcess(marker)
+  })
+
+  test('a failing liveness probe restarts the container: Killing event, RESTARTS, lastState exit 143', async () => {
+    const marker = uniqueName('live')
+    const port = await freePort()
+    await f.create({
+      metadata: {name: 'live'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker, {livenessProbe: {tcpSocket: {port}, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1}})],
+      },
+    })
+    const row = await f.waitRow('live', (r) => r.restarts >= 1, 'a restart', 20_000)
+    expect(row.ready).toMatch(/^[01]\/1$/)
+    expect(await f.jsonpath('live', '{.status.containerStatuses[0].lastState.terminated.exitCode}/{.status.containerStatuses[0].lastState.terminated.reason}')).toBe('143/Error')
+    const described = await f.waitDescribe('live', /Normal\s+Killing\s+.*Container app failed liveness probe, will be restarted/)
+    expect(described).toMatch(new RegExp(`Warning\\s+Unhealthy\\s+.*Liveness probe failed: dial tcp 127\\.0\\.0\\.1:${port}: connect: connection refused`))
+    await kubectl(['delete', 'pod', 'live', '-n', f.ns, '--wait=false'])
+    await f.gone('live')
+    await f.noProcess(marker)
+  })
+})
