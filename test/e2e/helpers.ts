@@ -94,10 +94,13 @@ export class VnodeProcess {
       }
     })
     child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()))
-    this.exited = child.then(
-      (r) => r.exitCode ?? -1,
-      (e: {exitCode?: number}) => e.exitCode ?? -1,
-    )
+    // Killed by a signal there is no exit code: say which signal, and what the process said last, so a failure explains itself.
+    const code = (r: {exitCode?: number; signal?: string}) => {
+      if (r.exitCode !== undefined) return r.exitCode
+      process.stderr.write(`vnode ${name} ended by ${r.signal}; last output: ${this.lines.slice(-3).map((l) => l.message).join(' | ')} ${this.stderr.slice(-800)}\n`)
+      return -1
+    }
+    this.exited = child.then(code, code)
   }
 
   get pid(): number {
