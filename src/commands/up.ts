@@ -97,8 +97,11 @@ export default class Up extends Command {
       stopping = emulator.stop({rm: flags.rm})
       stopped()
     }
+    // SIGUSR2: one `stats` line (request counts, open watches, per-pod state sizes) for benchmarks and leak checks.
+    const stats = () => emulator.reportStats()
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    process.on('SIGUSR2', stats)
     try {
       await emulator.start()
       await stopRequested
@@ -110,6 +113,7 @@ export default class Up extends Command {
       detach()
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
+      process.off('SIGUSR2', stats)
     }
   }
 }

@@ -74,6 +74,8 @@ export interface EmulatorEvents {
   error: [message: string]
   stopping: [detail: string]
   stopped: [summary: EmulatorSummary]
+  /** The summary so far, on request (SIGUSR2 in `up`). */
+  stats: [summary: EmulatorSummary]
   /** A pod of this node changed: spec plus the status as last written (a deep copy). */
   pod: [pod: V1Pod]
   /** A pod is gone from the API (by UID). */
@@ -88,6 +90,10 @@ export interface EmulatorSummary {
   secondsSinceReady: number
   byMethod: Record<string, number>
   byResource: Record<string, number>
+  /** Watches open now (node and pods: 2 while running). */
+  openWatches: number
+  /** What is held per pod: status entries, pod workers, pods in the runtime. Zero once every pod is gone. */
+  podState: {status: number; workers: number; runtime: number}
 }
 
 export function defaultStateDir(name: string): string {
@@ -146,7 +152,18 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       secondsSinceReady: this.readyAt ? (now - this.readyAt.time) / 1000 : 0,
       byMethod: Object.fromEntries(this.clients?.counter.byMethod ?? []),
       byResource: Object.fromEntries(this.clients?.counter.byResource ?? []),
+      openWatches: this.clients?.counter.openWatches ?? 0,
+      podState: {
+        status: this.podController?.status.size ?? 0,
+        workers: this.podController?.workers.size ?? 0,
+        runtime: (this.provider as {size?: number} | undefined)?.size ?? 0,
+      },
     }
+  }
+
+  /** Emits the summary so far (request counts, open watches, per-pod state sizes). */
+  reportStats(): void {
+    this.emit('stats', this.summary())
   }
 
   node(): NodeSnapshot | undefined {

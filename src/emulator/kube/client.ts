@@ -29,6 +29,19 @@ export class RequestCounter {
       this.byResource.set(key, (this.byResource.get(key) ?? 0) + 1)
     }
   }
+
+  /** Watches open right now: a leak shows as a number that only grows. */
+  openWatches = 0
+
+  /** A watch was opened; the returned function (idempotent) says it ended. */
+  watchOpened(): () => void {
+    this.openWatches++
+    let open = true
+    return () => {
+      if (open) this.openWatches--
+      open = false
+    }
+  }
 }
 
 /** "pods/status" from ".../api/v1/namespaces/ns/pods/name/status?x=y"; the set of keys is bounded by the API's resources. */
