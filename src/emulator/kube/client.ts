@@ -93,7 +93,7 @@ export async function loadKubeConfig(opts: KubeOptions): Promise<k8s.KubeConfig>
     }
   } catch (error) {
     if (error instanceof UserError) throw error
-    throw new UserError(`cannot load kubeconfig ${opts.kubeconfig ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${(error as Error).message}`)
+    throw new UserError(`cannot load kubeconfig ${opts.kubeconfig ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${(error as Error).message.split('\n')[0]}`)
   }
   if (opts.context) {
     if (!kc.getContextObject(opts.context)) throw new UserError(`context "${opts.context}" does not exist in the kubeconfig`)

@@ -95,6 +95,14 @@ function convertStatuses(
   })
 }
 
+/** hasPodInitialized (status_manager.go): no init containers, a regular container left waiting once, or the last init container succeeded. */
+function hasPodInitialized(spec: V1Pod['spec'] & object, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): boolean {
+  if (!spec.initContainers?.length) return true
+  if (statuses.some((s) => s.lastState?.terminated || !s.state?.waiting)) return true
+  const last = spec.initContainers.at(-1)!
+  return initStatuses.find((s) => s.name === last.name)?.state?.terminated?.exitCode === 0
+}
+
 /** TerminatePod: whatever is not terminated is reported as lost, exit 137. */
 function terminateAll(statuses: V1ContainerStatus[], now: Date): V1ContainerStatus[] {
   return statuses.map((s) => {
@@ -270,8 +278,9 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     initStatuses = []
     statuses = []
   } else if (input.podIsTerminal) {
+    // Before the pod initialized, the init container's failure describes it; regular containers keep waiting.
+    if (hasPodInitialized(spec, initStatuses, statuses)) statuses = terminateAll(statuses, now)
     initStatuses = terminateAll(initStatuses, now)
-    statuses = terminateAll(statuses, now)
   }
   statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 

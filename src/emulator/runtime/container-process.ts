@@ -161,6 +161,8 @@ export class ContainerProcess {
     const spawned = await new Promise<true | NodeJS.ErrnoException>((resolve) => {
       child.once('spawn', () => resolve(true))
       child.once('error', (e) => resolve(e as NodeJS.ErrnoException))
+      // Some spawn failures (E2BIG: environment or arguments too large) throw inside execa: only its result says so.
+      void child.then((r) => resolve((r.cause as NodeJS.ErrnoException | undefined) ?? new Error(r.shortMessage ?? 'spawn failed')))
     })
     if (spawned !== true || child.pid === undefined) {
       log.close()

@@ -11,7 +11,7 @@ import {buildContainerEnv, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
 import {runHook, type HandlerContext} from './handlers.js'
 import {resolveProgram, type ImageMap} from './images.js'
-import {containerLogFile} from './log-layout.js'
+import {containerLogFile, podLogDir} from './log-layout.js'
 import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
@@ -605,7 +605,10 @@ export class PodRuntime {
       await Promise.all(this.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())
       await Promise.all(this.containers.map((c) => c.stopping))
+      // TerminatePod: before the pod initialized, the failed init container says it all and regular containers keep waiting.
+      const initialized = (this.pod.spec?.initContainers?.length ?? 0) === 0 || this.initDone || this.regulars.some((c) => c.everRan)
       for (const c of this.containers) {
+        if (c.kind === 'regular' && !initialized && c.history.length === 0) continue
         c.waiting = undefined
         c.ready = false
         if (c.history.length === 0) {
@@ -628,7 +631,7 @@ export class PodRuntime {
     await this.close()
     await removeRealLinks(this.links)
     await removeTree(this.deps.sandbox)
-    await removeTree(join(this.deps.ctx.stateDir, 'logs', `${this.pod.metadata!.namespace}_${this.pod.metadata!.name}_${this.uid}`))
+    await removeTree(podLogDir(this.deps.ctx.stateDir, this.pod.metadata!.namespace!, this.pod.metadata!.name!, this.uid))
     this.deps.ctx.recorder.forget(this.uid)
   }
 
