@@ -222,7 +222,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.recorder.onEvent((e) => this.emit('event', e))
     const config = await this.nodeConfig()
     this.nodeIP = config.nodeIP
-    this.nodeController = new NodeController(this.clients.core, config, this.recorder, {
+    this.nodeController = new NodeController(this.clients.heartbeatCore, config, this.recorder, {
       stateDir: this.stateDir,
       reregister: this.opts.reregister,
       statusCheckIntervalMs: this.opts.statusCheckIntervalMs,
@@ -356,8 +356,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       sources: {
         pods: () => this.pods(),
         usage: () => this.provider?.usage?.() ?? [],
-        // With a provider that measures usage, a pod runs while it has a live process; otherwise its status says.
-        isRunning: (pod) => defaultRunningCheck(this.provider?.usage ? () => this.provider!.usage!() : undefined)(pod),
+        // With a usage source (given, or a provider that measures), a pod runs while it has a live process; otherwise its status says.
+        isRunning: (pod) => defaultRunningCheck(o.kubelet?.usage ?? (this.provider?.usage ? () => this.provider!.usage!() : undefined))(pod),
         ...o.kubelet,
       },
       anonymousAuth: o.anonymousAuth ?? false,
