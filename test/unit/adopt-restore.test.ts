@@ -6,6 +6,7 @@ import {join} from 'node:path'
 import {findPodRecords, isSameProcess, LostContainerMessage, restoreContainer} from '../../src/emulator/runtime/adopt.js'
 import type {ContainerRecord} from '../../src/emulator/runtime/pod-record.js'
 import {readStat} from '../../src/emulator/runtime/proc.js'
+import {ContainerProcess, outputPipes} from '../../src/emulator/runtime/container-process.js'
 
 const children: ChildProcess[] = []
 afterEach(() => {
@@ -49,6 +50,20 @@ describe('adoption', () => {
     c.kill('SIGKILL')
     const exit = await r.proc!.exited
     expect(exit.unknown).toBe(true)
+  })
+
+  test('an adopted process whose pid now belongs to another process never signals that process', async () => {
+    const c = sleeper()
+    const dir = mkdtempSync(join(tmpdir(), 'adopt-'))
+    // As if the recorded process ended and the kernel gave its pid to this one.
+    const proc = ContainerProcess.adopt({pid: c.pid!, startTicks: readStat(c.pid!)!.startTime + 7, startedAt: new Date(), env: {}, cwd: '/', logPath: join(dir, '0.log'), pipes: outputPipes(join(dir, 'none'))}, 20)
+    proc.signal('SIGKILL')
+    const exit = await proc.exited
+    expect(exit.unknown).toBe(true)
+    await proc.terminate(() => 0)
+    await new Promise((res) => setTimeout(res, 100))
+    expect(readStat(c.pid!)?.state).not.toBe('Z')
+    expect(readStat(c.pid!)).toBeDefined()
   })
 
   test('a finished container keeps its recorded exit', () => {

@@ -98,7 +98,7 @@ export class ContainerProcess {
       ({code, signal, unknown}) =>
         new Promise<ExitInfo>((resolve) => {
           const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt: new Date(), ...(unknown ? {unknown} : {})}
-          signalGroup(pid, 'SIGKILL')
+          this.signal('SIGKILL')
           const timer = setTimeout(() => {
             streams.stdout.destroy()
             streams.stderr.destroy()
@@ -197,11 +197,28 @@ export class ContainerProcess {
 
   /** Whether any process of the container (its group) is alive; zombies do not count. */
   alive(): boolean {
-    return this.exit === undefined || isGroupAlive(this.pgid)
+    return this.exit === undefined || this.groupAlive()
   }
 
   signal(signal: NodeJS.Signals): void {
-    signalGroup(this.pgid, signal)
+    if (this.ownsGroup()) signalGroup(this.pgid, signal)
+  }
+
+  /**
+   * Whether the process group is still ours: its leader is this process
+   * (same start time) or gone. A group id cannot be reused while members
+   * are left, but once they are all gone the pid may be given to a new
+   * group leader (likely for an adopted process, which is not ours to reap),
+   * and that group must never be signalled.
+   */
+  private ownsGroup(): boolean {
+    if (!this.startTicks) return true
+    const leader = readStat(this.pid)
+    return !leader || leader.startTime === this.startTicks
+  }
+
+  private groupAlive(): boolean {
+    return this.ownsGroup() && isGroupAlive(this.pgid)
   }
 
   /**
@@ -212,7 +229,7 @@ export class ContainerProcess {
   async terminate(deadline: () => number, signal: AbortSignal | undefined = undefined): Promise<ExitInfo> {
     this.signal('SIGTERM')
     let killedAt = 0
-    while (this.exit === undefined || isGroupAlive(this.pgid)) {
+    while (this.exit === undefined || this.groupAlive()) {
       const now = Date.now()
       if (!killedAt && (now >= deadline() || signal?.aborted)) {
         killedAt = now
