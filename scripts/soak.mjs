@@ -8,7 +8,10 @@
 //   npm run soak -- --pods 30         pods per churn wave (default 20)
 //
 // Memory is compared after a warm-up (a fifth of the run, at least 30 s):
-// V8 sizes its heap during the first waves, which is not a leak.
+// V8 sizes its heap during the first waves, which is not a leak. vnode runs
+// with --expose-gc, so each sample (a SIGUSR2 stats line) follows a full
+// collection: both its resident memory and its live heap are reported, and
+// the goal applies to resident memory.
 import {readdirSync} from 'node:fs'
 import {parseArgs} from 'node:util'
 import {procUsage, sleep, sleeperPod, startCluster, startVnode} from '../bench/lib.mjs'
@@ -28,6 +31,8 @@ const fds = (pid) => readdirSync(`/proc/${pid}/fd`).length
 const mib = (b) => (b / 1024 / 1024).toFixed(1)
 const log = (msg) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${msg}\n`)
 
+// Only the vnode process needs it; the control plane's processes ignore NODE_OPTIONS.
+process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --expose-gc`.trim()
 const cluster = startCluster()
 let vn
 let exitCode = 0
@@ -42,7 +47,9 @@ try {
   const endAt = Date.now() + minutes * 60_000
   const warmUpUntil = Date.now() + Math.max(30_000, (minutes * 60_000) / 5)
   let baseline
+  let heapBaseline
   const samples = []
+  const heapSamples = []
   let lastSample = 0
   let waves = 0
   let seq = 0
@@ -58,10 +65,13 @@ try {
     const now = Date.now()
     if (now >= warmUpUntil && now - lastSample >= SampleEveryMs) {
       lastSample = now
-      const rss = procUsage(vn.child.pid).rssBytes
+      const {memory} = await vn.stats()
+      const rss = memory.rssBytes
       baseline ??= rss
+      heapBaseline ??= memory.heapUsedBytes
       samples.push(rss)
-      log(`wave ${waves}: rss ${mib(rss)} MiB (${(((rss - baseline) / baseline) * 100).toFixed(1)}% from ${mib(baseline)} MiB), fds ${fds(vn.child.pid)}`)
+      heapSamples.push(memory.heapUsedBytes)
+      log(`wave ${waves}: rss ${mib(rss)} MiB (${(((rss - baseline) / baseline) * 100).toFixed(1)}% from ${mib(baseline)} MiB), live heap ${mib(memory.heapUsedBytes)} MiB, fds ${fds(vn.child.pid)}`)
     }
   }
 
@@ -69,9 +79,12 @@ try {
   const end = {fds: fds(vn.child.pid), stats: await vn.stats(), usage: procUsage(vn.child.pid)}
   // The end of the run: the median of the last three samples, so one GC timing does not decide.
   const tail = samples.slice(-3).sort((a, b) => a - b)
-  const final = tail[Math.floor(tail.length / 2)] ?? end.usage.rssBytes
+  const final = tail[Math.floor(tail.length / 2)] ?? end.stats.memory.rssBytes
   baseline ??= final
   const growth = ((final - baseline) / baseline) * 100
+  const heapTail = heapSamples.slice(-3).sort((a, b) => a - b)
+  const heapFinal = heapTail[Math.floor(heapTail.length / 2)] ?? end.stats.memory.heapUsedBytes
+  heapBaseline ??= heapFinal
   const podState = end.stats.podState
   const leftover = podState ? podState.status + podState.workers + podState.runtime : 0
   const summary = {
@@ -80,6 +93,7 @@ try {
     pods: seq,
     rss: {baselineMiB: Number(mib(baseline)), finalMiB: Number(mib(final)), maxMiB: Number(mib(Math.max(...samples, final))), growthPercent: Number(growth.toFixed(2))},
     goalPercent: GoalGrowthPercent,
+    liveHeap: {baselineMiB: Number(mib(heapBaseline)), finalMiB: Number(mib(heapFinal)), growthPercent: Number((((heapFinal - heapBaseline) / heapBaseline) * 100).toFixed(2))},
     fds: {start: start.fds, end: end.fds},
     openWatches: {start: start.stats.openWatches, end: end.stats.openWatches},
     podStateAfter: podState,

@@ -94,6 +94,8 @@ export interface EmulatorSummary {
   openWatches: number
   /** What is held per pod: status entries, pod workers, pods in the runtime. Zero once every pod is gone. */
   podState: {status: number; workers: number; runtime: number}
+  /** Only in `stats`: resident and heap memory of the process. */
+  memory?: {rssBytes: number; heapUsedBytes: number}
 }
 
 export function defaultStateDir(name: string): string {
@@ -161,9 +163,15 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     }
   }
 
-  /** Emits the summary so far (request counts, open watches, per-pod state sizes). */
+  /**
+   * Emits the summary so far (request counts, open watches, per-pod state
+   * sizes, memory). Run with --expose-gc, a full collection comes first, so
+   * the heap figure is what is really held (the soak compares it).
+   */
   reportStats(): void {
-    this.emit('stats', this.summary())
+    ;(globalThis as {gc?: () => void}).gc?.()
+    const m = process.memoryUsage()
+    this.emit('stats', {...this.summary(), memory: {rssBytes: m.rss, heapUsedBytes: m.heapUsed}})
   }
 
   node(): NodeSnapshot | undefined {
