@@ -98,8 +98,11 @@ export default class Up extends Command {
       stopping = emulator.stop({rm: flags.rm})
       stopped()
     }
+    // SIGUSR2: one `stats` line (request counts, open watches, per-pod state sizes) for benchmarks and leak checks.
+    const stats = () => emulator.reportStats()
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    process.on('SIGUSR2', stats)
     const detach = await this.render(emulator, flags, stop)
     try {
       await emulator.start()
@@ -112,6 +115,7 @@ export default class Up extends Command {
       detach()
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
+      process.off('SIGUSR2', stats)
     }
   }
 

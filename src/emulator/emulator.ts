@@ -78,6 +78,8 @@ export interface EmulatorEvents {
   error: [message: string]
   stopping: [detail: string]
   stopped: [summary: EmulatorSummary]
+  /** The summary so far, on request (SIGUSR2 in `up`). */
+  stats: [summary: EmulatorSummary]
   /** A pod of this node changed: spec plus the status as last written (a deep copy). */
   pod: [pod: V1Pod]
   /** A pod is gone from the API (by UID). */
@@ -92,6 +94,12 @@ export interface EmulatorSummary {
   secondsSinceReady: number
   byMethod: Record<string, number>
   byResource: Record<string, number>
+  /** Watches open now (node and pods: 2 while running). */
+  openWatches: number
+  /** What is held per pod: status entries, pod workers, pods in the runtime. Zero once every pod is gone. */
+  podState: {status: number; workers: number; runtime: number}
+  /** Only in `stats`: resident and heap memory of the process. */
+  memory?: {rssBytes: number; heapUsedBytes: number}
 }
 
 export function defaultStateDir(name: string): string {
@@ -150,7 +158,24 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       secondsSinceReady: this.readyAt ? (now - this.readyAt.time) / 1000 : 0,
       byMethod: Object.fromEntries(this.clients?.counter.byMethod ?? []),
       byResource: Object.fromEntries(this.clients?.counter.byResource ?? []),
+      openWatches: this.clients?.counter.openWatches ?? 0,
+      podState: {
+        status: this.podController?.status.size ?? 0,
+        workers: this.podController?.workers.size ?? 0,
+        runtime: (this.provider as {size?: number} | undefined)?.size ?? 0,
+      },
     }
+  }
+
+  /**
+   * Emits the summary so far (request counts, open watches, per-pod state
+   * sizes, memory). Run with --expose-gc, a full collection comes first, so
+   * the heap figure is what is really held (the soak compares it).
+   */
+  reportStats(): void {
+    ;(globalThis as {gc?: () => void}).gc?.()
+    const m = process.memoryUsage()
+    this.emit('stats', {...this.summary(), memory: {rssBytes: m.rss, heapUsedBytes: m.heapUsed}})
   }
 
   node(): NodeSnapshot | undefined {
@@ -214,7 +239,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.recorder.onEvent((e) => this.emit('event', e))
     const config = await this.nodeConfig()
     this.nodeIP = config.nodeIP
-    this.nodeController = new NodeController(this.clients.core, config, this.recorder, {
+    this.nodeController = new NodeController(this.clients.heartbeatCore, config, this.recorder, {
       stateDir: this.stateDir,
       reregister: this.opts.reregister,
       statusCheckIntervalMs: this.opts.statusCheckIntervalMs,

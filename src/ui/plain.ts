@@ -26,6 +26,8 @@ export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, ou
       write('event', `${e.type} ${e.reason} ${e.object.kind}/${e.object.name}: ${e.message}`, {type: e.type, reason: e.reason}),
     error: (m: string) => write('error', m),
     stopping: (d: string) => write('stopping', d),
+    stats: (s: {requests: number; openWatches: number; podState: Record<string, number>}) =>
+      write('stats', `${s.requests} API requests; ${s.openWatches} watches open; pod state ${JSON.stringify(s.podState)}`, {summary: s}),
     stopped: (s: {requestsSinceReady: number; secondsSinceReady: number}) =>
       write('stopped', `stopped; ${s.requestsSinceReady} API requests in ${Math.round(s.secondsSinceReady)}s since ready`, {summary: s}),
   }

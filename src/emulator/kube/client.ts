@@ -29,6 +29,19 @@ export class RequestCounter {
       this.byResource.set(key, (this.byResource.get(key) ?? 0) + 1)
     }
   }
+
+  /** Watches open right now: a leak shows as a number that only grows. */
+  openWatches = 0
+
+  /** A watch was opened; the returned function (idempotent) says it ended. */
+  watchOpened(): () => void {
+    this.openWatches++
+    let open = true
+    return () => {
+      if (open) this.openWatches--
+      open = false
+    }
+  }
 }
 
 /** "pods/status" from ".../api/v1/namespaces/ns/pods/name/status?x=y"; the set of keys is bounded by the API's resources. */
@@ -48,6 +61,9 @@ export interface KubeClients {
   k8s: typeof k8s
   kc: k8s.KubeConfig
   core: k8s.CoreV1Api
+  /** Node status and registration, unthrottled (the kubelet's heartbeat client). */
+  heartbeatCore: k8s.CoreV1Api
+  /** Leases, unthrottled (the kubelet's heartbeat client). */
   coordination: k8s.CoordinationV1Api
   /** TokenReview, for the kubelet API's bearer-token authentication. */
   authentication: k8s.AuthenticationV1Api
@@ -80,7 +96,7 @@ export async function loadKubeConfig(opts: KubeOptions): Promise<k8s.KubeConfig>
     }
   } catch (error) {
     if (error instanceof UserError) throw error
-    throw new UserError(`cannot load kubeconfig ${opts.kubeconfig ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${(error as Error).message}`)
+    throw new UserError(`cannot load kubeconfig ${opts.kubeconfig ?? process.env.KUBECONFIG ?? '~/.kube/config'}: ${(error as Error).message.split('\n')[0]}`)
   }
   if (opts.context) {
     if (!kc.getContextObject(opts.context)) throw new UserError(`context "${opts.context}" does not exist in the kubeconfig`)
@@ -98,25 +114,31 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
   const server = kc.getCurrentCluster()!.server
   const counter = new RequestCounter()
   const limiter = new RateLimiter(opts.qps ?? DefaultKubeApiQps, opts.burst ?? DefaultKubeApiBurst)
-  const config = lib.createConfiguration({
-    baseServer: new lib.ServerConfiguration(server, {}),
-    authMethods: {default: kc},
-    promiseMiddleware: [
-      {
-        pre: async (ctx) => {
-          await limiter.acquire()
-          counter.record(ctx.getHttpMethod(), ctx.getUrl())
-          return ctx
+  const configuration = (throttled: boolean) =>
+    lib.createConfiguration({
+      baseServer: new lib.ServerConfiguration(server, {}),
+      authMethods: {default: kc},
+      promiseMiddleware: [
+        {
+          pre: async (ctx) => {
+            if (throttled) await limiter.acquire()
+            counter.record(ctx.getHttpMethod(), ctx.getUrl())
+            return ctx
+          },
+          post: async (res) => res,
         },
-        post: async (res) => res,
-      },
-    ],
-  })
+      ],
+    })
+  const config = configuration(true)
+  // The kubelet's heartbeatClient: lease renewals and node status never wait behind pod traffic
+  // (a storm of pod updates must not make the node NotReady and get its pods evicted).
+  const heartbeat = configuration(false)
   return {
     k8s: lib,
     kc,
     core: new lib.CoreV1Api(config),
-    coordination: new lib.CoordinationV1Api(config),
+    heartbeatCore: new lib.CoreV1Api(heartbeat),
+    coordination: new lib.CoordinationV1Api(heartbeat),
     authentication: new lib.AuthenticationV1Api(config),
     authorization: new lib.AuthorizationV1Api(config),
     server,

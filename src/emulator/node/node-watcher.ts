@@ -47,11 +47,13 @@ export class NodeWatcher {
       let abort: AbortController | undefined
       const onAbort = () => abort?.abort()
       signal.addEventListener('abort', onAbort, {once: true})
+      this.counter.record('WATCH', '/api/v1/nodes')
+      const closed = this.counter.watchOpened()
       const finish = (err: unknown) => {
+        closed()
         signal.removeEventListener('abort', onAbort)
         resolve(err ?? undefined)
       }
-      this.counter.record('WATCH', '/api/v1/nodes')
       watch
         .watch(
           '/api/v1/nodes',

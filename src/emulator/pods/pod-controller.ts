@@ -23,6 +23,9 @@ export const NodeShutdownOverride: StatusOverride = {
   conditions: [{type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: 'Pod was terminated in response to imminent node shutdown.'}],
 }
 
+/** Grace for pods the provider runs that the API no longer has (the kubelet's orphan kill). */
+export const OrphanGracePeriodSeconds = 1
+
 export interface PodControllerOptions {
   core: CoreV1Api
   kc: KubeConfig
@@ -82,6 +85,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
   private chain: Promise<void> = Promise.resolve()
   private accepting = true
   private lastCount = 0
+  private orphansChecked = false
 
   constructor(private readonly opts: PodControllerOptions) {
     super()
@@ -146,8 +150,42 @@ export class PodController extends EventEmitter<PodControllerEvents> {
   list(pods: V1Pod[]): void {
     const mirrors = pods.filter(isMirrorPod)
     this.task(() => this.mirrors.set(mirrors))
-    this.enqueue(this.config.set(pods.filter((p) => !isMirrorPod(p))))
+    const own = pods.filter((p) => !isMirrorPod(p))
+    if (!this.orphansChecked) {
+      this.orphansChecked = true
+      this.chain = this.chain.then(() => this.killOrphans(own))
+    }
+    this.enqueue(this.config.set(own))
     this.markSeen(ApiserverSource)
+  }
+
+  /**
+   * Pods the provider runs (adopted after a restart) that the API no longer
+   * has were deleted while vnode was down: kill them (the kubelet's
+   * HandlePodCleanups kills such runtime pods with a 1 s grace) and forget
+   * them, before the first list starts anything under the same names.
+   */
+  private async killOrphans(listed: V1Pod[]): Promise<void> {
+    const known = new Set(listed.map((p) => p.metadata?.uid))
+    let running: V1Pod[]
+    try {
+      running = await this.opts.provider.getPods()
+    } catch {
+      return
+    }
+    await Promise.all(
+      running
+        // Static pods come from files, not the API: their own source decides.
+        .filter((p) => !known.has(p.metadata?.uid) && !isStaticPod(p))
+        .map(async (pod) => {
+          try {
+            await this.opts.provider.deletePod(structuredClone(pod), OrphanGracePeriodSeconds)
+            await this.opts.provider.cleanupPod?.(structuredClone(pod))
+          } catch (error) {
+            this.emit('error', `killing orphaned pod ${pod.metadata?.namespace}/${pod.metadata?.name}: ${(error as Error).message}`)
+          }
+        }),
+    )
   }
 
   /** A pod was added or modified in the API (from the source). */

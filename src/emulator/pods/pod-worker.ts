@@ -220,9 +220,16 @@ export class PodWorker {
       if (this.predecessor) await this.predecessor
       const existing = await provider.getPod(ns, name)
       if (existing && existing.metadata?.uid === this.uid) {
-        // The provider already runs it (it survived a restart): adopt.
+        // The provider already runs it (it survived a restart): adopt, and hand it the pod as the API has it now.
         this.started = true
         this.host.status.setSandboxReady(this.uid, true)
+        try {
+          await provider.updatePod(structuredClone(u.pod))
+        } catch (error) {
+          if (!isNotFound(error)) throw error
+          this.vanished = true
+          return
+        }
       } else if (hadRunningContainers(u.pod)) {
         // The API says it ran, the provider has no trace of it: its processes are gone.
         this.vanished = true

@@ -101,6 +101,7 @@ export class PodSource {
       if (signal.aborted) return resolve()
       let gone = false
       this.opts.counter?.record('WATCH')
+      const closed = this.opts.counter?.watchOpened() ?? (() => undefined)
       const w = new Watch(this.opts.kc)
       w.watch(
         '/api/v1/pods',
@@ -130,6 +131,7 @@ export class PodSource {
           // BOOKMARK: only the resourceVersion moves.
         },
         (err: unknown) => {
+          closed()
           this.watchAbort = undefined
           if (gone) return reject(new Gone('resourceVersion too old'))
           if (err && !signal.aborted && !isAbort(err)) {
@@ -145,7 +147,10 @@ export class PodSource {
           this.watchAbort = controller
           if (signal.aborted || gone) controller.abort()
         },
-        (error: unknown) => reject(error),
+        (error: unknown) => {
+          closed()
+          reject(error)
+        },
       )
     })
   }

@@ -1,7 +1,9 @@
-import {execa, type ResultPromise} from 'execa'
+import {execa} from 'execa'
+import {closeSync, constants as fsConstants, openSync, rmSync} from 'node:fs'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
-import type {Writable} from 'node:stream'
+import {Socket} from 'node:net'
+import {Readable, type Writable} from 'node:stream'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
 
@@ -11,12 +13,31 @@ export const DefaultKillPollMs = 50
 export const DefaultKillWaitMs = 5_000
 /** How long output pipes may stay open after the main process exited (held by escaped descendants). */
 export const DefaultPipeDrainMs = 2_000
+/** How often an adopted process (not vnode's child: no exit event) is checked for its end. */
+export const DefaultAdoptedPollMs = 500
+
+/**
+ * Where an instance's stdout and stderr go: two named pipes, `<base>.stdout`
+ * and `<base>.stderr`. The container holds each open read-write, so its
+ * writes never fail with EPIPE when vnode dies; vnode reads them into the
+ * CRI log, and a restarted vnode reopens them (adopt.ts) and goes on.
+ */
+export interface OutputPipes {
+  stdout: string
+  stderr: string
+}
+
+export function outputPipes(base: string): OutputPipes {
+  return {stdout: `${base}.stdout`, stderr: `${base}.stderr`}
+}
 
 export interface SpawnSpec {
   argv: string[]
   env: Record<string, string>
   cwd: string
   logPath: string
+  /** Path prefix of the instance's output pipes (outputPipes). */
+  pipes: string
   rotation?: LogRotation
   /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
   stdin?: boolean
@@ -26,10 +47,30 @@ export type OutputStream = 'stdout' | 'stderr'
 /** Sees the container's output as it is written, besides the log (attach). */
 export type OutputListener = (stream: OutputStream, chunk: Buffer) => void
 
+/** A process found alive after a vnode restart (adopt.ts): same pid and /proc start time. */
+export interface AdoptSpec {
+  pid: number
+  startTicks: number
+  startedAt: Date
+  env: Record<string, string>
+  cwd: string
+  logPath: string
+  pipes: OutputPipes
+  rotation?: LogRotation
+}
+
 export interface ExitInfo {
   exitCode: number
   signal?: NodeJS.Signals
   finishedAt: Date
+  /** The process was not vnode's child (adopted): its exit status cannot be read. */
+  unknown?: boolean
+}
+
+interface RawExit {
+  code: number | null
+  signal: NodeJS.Signals | null
+  unknown?: boolean
 }
 
 /** A container process that could not be started: the runtime's StartError. */
@@ -42,7 +83,6 @@ export class StartError extends Error {}
  * container's PID namespace dies with its init.
  */
 export class ContainerProcess {
-  readonly startedAt = new Date()
   readonly exited: Promise<ExitInfo>
   exit: ExitInfo | undefined
   private readonly outputListeners = new Set<OutputListener>()
@@ -51,33 +91,40 @@ export class ContainerProcess {
     readonly pid: number,
     /** Clock ticks after boot, from /proc: identifies this process across pid reuse. */
     readonly startTicks: number,
-    private readonly child: ResultPromise,
-    private readonly log: ContainerLogWriter,
+    readonly startedAt: Date,
+    rawExit: Promise<RawExit>,
+    streams: {stdout: Readable; stderr: Readable},
+    log: ContainerLogWriter,
     /** What it was started with: hooks run in the same environment and directory. */
     readonly env: Record<string, string>,
     readonly cwd: string,
+    readonly pipes: OutputPipes,
+    /** The container's stdin (attach), when it was started with one; never for an adopted process. */
+    private readonly stdinPipe?: Writable,
   ) {
-    const drained = Promise.all([log.attach(child.stdout!, 'stdout'), log.attach(child.stderr!, 'stderr')])
-    child.stdout!.on('data', (chunk: Buffer) => this.emitOutput('stdout', chunk))
-    child.stderr!.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
-    child.stdin?.on('error', () => undefined)
-    this.exited = new Promise<ExitInfo>((resolve) => {
-      child.once('exit', (code, signal) => {
-        const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt: new Date()}
-        signalGroup(pid, 'SIGKILL')
-        child.stdin?.destroy()
-        const timer = setTimeout(() => {
-          child.stdout?.destroy()
-          child.stderr?.destroy()
-        }, DefaultPipeDrainMs)
-        void drained.then(() => {
-          clearTimeout(timer)
-          log.close()
-          this.exit = info
-          resolve(info)
-        })
-      })
-    })
+    const drained = Promise.all([log.attach(streams.stdout, 'stdout'), log.attach(streams.stderr, 'stderr')])
+    streams.stdout.on('data', (chunk: Buffer) => this.emitOutput('stdout', chunk))
+    streams.stderr.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
+    stdinPipe?.on('error', () => undefined)
+    this.exited = rawExit.then(
+      ({code, signal, unknown}) =>
+        new Promise<ExitInfo>((resolve) => {
+          const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt: new Date(), ...(unknown ? {unknown} : {})}
+          this.signal('SIGKILL')
+          stdinPipe?.destroy()
+          const timer = setTimeout(() => {
+            streams.stdout.destroy()
+            streams.stderr.destroy()
+          }, DefaultPipeDrainMs)
+          void drained.then(() => {
+            clearTimeout(timer)
+            log.close()
+            removePipes(pipes)
+            this.exit = info
+            resolve(info)
+          })
+        }),
+    )
   }
 
   get pgid(): number {
@@ -92,42 +139,84 @@ export class ContainerProcess {
     } catch {
       throw new StartError(`failed to start container process: chdir to cwd ("${spec.cwd}") set in config.json failed: no such file or directory`)
     }
+    const pipes = outputPipes(spec.pipes)
+    await makePipes(pipes)
+    const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
+    // The child's ends are read-write: while it lives the pipes always have a reader.
+    const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
+    const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const child = execa(file, args, {
-      cwd: spec.cwd,
-      env: spec.env,
-      extendEnv: false,
-      detached: true,
-      cleanup: false,
-      stdin: spec.stdin ? 'pipe' : 'ignore',
-      stdout: 'pipe',
-      stderr: 'pipe',
-      buffer: false,
-      reject: false,
-      forceKillAfterDelay: false,
-    })
+    const startedAt = new Date()
+    const spawn = () =>
+      execa(file, args, {
+        cwd: spec.cwd,
+        env: spec.env,
+        extendEnv: false,
+        detached: true,
+        cleanup: false,
+        stdin: spec.stdin ? 'pipe' : 'ignore',
+        stdout: out as number as 1, // a file descriptor: execa accepts any; its types narrow a lone number to 1/2
+        stderr: err as number as 2,
+        buffer: false,
+        reject: false,
+        forceKillAfterDelay: false,
+      })
+    let child: ReturnType<typeof spawn>
+    try {
+      child = spawn()
+    } finally {
+      // The child has its copies (spawn dups them synchronously); ours would keep the pipes from ending.
+      closeSync(out)
+      closeSync(err)
+    }
     void child.catch(() => undefined)
+    const rawExit = new Promise<RawExit>((resolve) => child.once('exit', (code, signal) => resolve({code, signal})))
     const spawned = await new Promise<true | NodeJS.ErrnoException>((resolve) => {
       child.once('spawn', () => resolve(true))
       child.once('error', (e) => resolve(e as NodeJS.ErrnoException))
+      // Some spawn failures (E2BIG: environment or arguments too large) throw inside execa: only its result says so.
+      void child.then((r) => resolve((r.cause as NodeJS.ErrnoException | undefined) ?? new Error(r.shortMessage ?? 'spawn failed')))
     })
     if (spawned !== true || child.pid === undefined) {
       log.close()
+      readers.stdout.destroy()
+      readers.stderr.destroy()
+      removePipes(pipes)
       const e = spawned === true ? undefined : spawned
       throw new StartError(startErrorMessage(file, e))
     }
-    return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, child, log, spec.env, spec.cwd)
+    return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
+  }
+
+  /**
+   * Takes over a process a previous vnode started (same pid and start
+   * time, checked by the caller): its output pipes are read again, and as
+   * it is not our child its end is noticed by polling /proc, with an
+   * unknown exit status.
+   */
+  static adopt(spec: AdoptSpec, pollMs = DefaultAdoptedPollMs): ContainerProcess {
+    const readers = {stdout: openReaderOrEmpty(spec.pipes.stdout), stderr: openReaderOrEmpty(spec.pipes.stderr)}
+    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+    const rawExit = new Promise<RawExit>((resolve) => {
+      const timer = setInterval(() => {
+        const s = readStat(spec.pid)
+        if (s && s.startTime === spec.startTicks && s.state !== 'Z' && s.state !== 'X') return
+        clearInterval(timer)
+        resolve({code: null, signal: null, unknown: true})
+      }, pollMs)
+    })
+    return new ContainerProcess(spec.pid, spec.startTicks, spec.startedAt, rawExit, readers, log, spec.env, spec.cwd, spec.pipes)
   }
 
   /** The container's stdin pipe, when it was started with one and it is still open. */
   get stdin(): Writable | undefined {
-    const s = this.child.stdin
+    const s = this.stdinPipe
     return s && !s.destroyed && !s.writableEnded ? s : undefined
   }
 
   /** Closes the container's stdin (EOF), as after the first attach of a `stdinOnce` container. */
   closeStdin(): void {
-    this.child.stdin?.end()
+    this.stdinPipe?.end()
   }
 
   /** Subscribes to the container's output from now on; returns the unsubscribe. */
@@ -142,11 +231,28 @@ export class ContainerProcess {
 
   /** Whether any process of the container (its group) is alive; zombies do not count. */
   alive(): boolean {
-    return this.exit === undefined || isGroupAlive(this.pgid)
+    return this.exit === undefined || this.groupAlive()
   }
 
   signal(signal: NodeJS.Signals): void {
-    signalGroup(this.pgid, signal)
+    if (this.ownsGroup()) signalGroup(this.pgid, signal)
+  }
+
+  /**
+   * Whether the process group is still ours: its leader is this process
+   * (same start time) or gone. A group id cannot be reused while members
+   * are left, but once they are all gone the pid may be given to a new
+   * group leader (likely for an adopted process, which is not ours to reap),
+   * and that group must never be signalled.
+   */
+  private ownsGroup(): boolean {
+    if (!this.startTicks) return true
+    const leader = readStat(this.pid)
+    return !leader || leader.startTime === this.startTicks
+  }
+
+  private groupAlive(): boolean {
+    return this.ownsGroup() && isGroupAlive(this.pgid)
   }
 
   /**
@@ -157,7 +263,7 @@ export class ContainerProcess {
   async terminate(deadline: () => number, signal: AbortSignal | undefined = undefined): Promise<ExitInfo> {
     this.signal('SIGTERM')
     let killedAt = 0
-    while (this.exit === undefined || isGroupAlive(this.pgid)) {
+    while (this.exit === undefined || this.groupAlive()) {
       const now = Date.now()
       if (!killedAt && (now >= deadline() || signal?.aborted)) {
         killedAt = now
@@ -169,6 +275,35 @@ export class ContainerProcess {
     }
     return this.exited
   }
+}
+
+async function makePipes(pipes: OutputPipes): Promise<void> {
+  removePipes(pipes)
+  try {
+    await execa('mkfifo', ['-m', '600', pipes.stdout, pipes.stderr])
+  } catch (error) {
+    throw new Error(`cannot create the container's output pipes: ${(error as {shortMessage?: string}).shortMessage ?? (error as Error).message}`)
+  }
+}
+
+/** A non-blocking reader of a named pipe: a pipe handle on the event loop, not a thread-pool read. */
+function openReader(path: string): Socket {
+  const fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK)
+  return new Socket({fd, readable: true, writable: false})
+}
+
+/** The pipe's reader, or an ended stream when the pipe is gone (its output is lost, the process is not). */
+function openReaderOrEmpty(path: string): Readable {
+  try {
+    return openReader(path)
+  } catch {
+    return Readable.from([])
+  }
+}
+
+function removePipes(pipes: OutputPipes): void {
+  rmSync(pipes.stdout, {force: true})
+  rmSync(pipes.stderr, {force: true})
 }
 
 function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined): string {

@@ -9,7 +9,19 @@ import {join} from 'node:path'
  * Each line is in the CRI format: `<RFC3339Nano> <stdout|stderr> <F|P> <text>`.
  */
 export function podLogDir(stateDir: string, namespace: string, podName: string, uid: string): string {
-  return join(stateDir, 'logs', `${namespace}_${podName}_${uid}`)
+  return join(stateDir, 'logs', podLogDirName(namespace, podName, uid))
+}
+
+/** A file name may have at most this many bytes (NAME_MAX on Linux file systems). */
+export const MaxFileNameBytes = 255
+
+/**
+ * `<namespace>_<pod>_<uid>`; a pod name too long for that to be a file name
+ * (names may have 253 characters) is cut, the UID keeps it unique.
+ */
+export function podLogDirName(namespace: string, podName: string, uid: string): string {
+  const room = MaxFileNameBytes - Buffer.byteLength(namespace) - Buffer.byteLength(uid) - 2
+  return `${namespace}_${podName.length > room ? podName.slice(0, Math.max(0, room)) : podName}_${uid}`
 }
 
 export function containerLogDir(stateDir: string, namespace: string, podName: string, uid: string, container: string): string {

@@ -45,7 +45,10 @@ export class ContainerLogWriter {
         pending += decoder.write(chunk)
         pending = this.writeLines(name, pending)
       })
+      let ended = false
       const end = () => {
+        if (ended) return
+        ended = true
         pending += decoder.end()
         if (pending) this.record(name, 'F', pending)
         pending = ''
@@ -53,6 +56,8 @@ export class ContainerLogWriter {
       }
       stream.once('end', end)
       stream.once('error', end)
+      // Destroyed (drain timeout): no 'end' comes.
+      stream.once('close', end)
     })
   }
 

@@ -1,5 +1,7 @@
+import type {V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, readFileSync, renameSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
+import type {OutputPipes} from './container-process.js'
 import type {RealLink} from './volumes.js'
 
 /**
@@ -17,6 +19,19 @@ export interface PodRecord {
   /** Real symlinks made at mountPaths, removed with the pod. */
   links: RealLink[]
   updatedAt: string
+  /** The pod as last handed to the runtime: a restarted vnode rebuilds the pod's runtime from it (adopt.ts). */
+  pod?: V1Pod
+}
+
+/** A finished instance, as ContainerState keeps it (dates as ISO strings). */
+export interface RecordedTermination {
+  exitCode: number
+  signal?: number
+  reason: string
+  message?: string
+  startedAt?: string
+  finishedAt: string
+  containerID?: string
 }
 
 export interface ContainerRecord {
@@ -32,6 +47,11 @@ export interface ContainerRecord {
   restartCount: number
   logPath?: string
   exitCode?: number
+  /** The running instance's output pipes (container-process.ts). */
+  pipes?: OutputPipes
+  imageID?: string
+  /** The last finished instance, so a restarted vnode reports it. */
+  lastExit?: RecordedTermination
 }
 
 export const PodRecordFile = 'record.json'

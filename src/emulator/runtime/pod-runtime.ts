@@ -11,9 +11,9 @@ import {buildContainerEnv, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
 import {runHook, type HandlerContext} from './handlers.js'
 import {resolveProgram, type ImageMap} from './images.js'
-import {containerLogFile} from './log-layout.js'
+import {containerLogFile, podLogDir} from './log-layout.js'
 import {tailLogContent, type LogRotation} from './logs.js'
-import {writePodRecord, type PodRecord} from './pod-record.js'
+import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
@@ -30,6 +30,31 @@ export const MaxTerminationMessageBytes = 4096
 export const DefaultTerminationMessagePath = '/dev/termination-log'
 /** Where handlers (probes, hooks) reach a container without a host: loopback, as pods share the host network. */
 export const ProbeHost = '127.0.0.1'
+/** What the kubelet reports for a container whose end it could not observe (ContainerStatusUnknown). */
+export const UnknownExitCode = 137
+export const AdoptedExitMessage = 'The container was adopted after a restart of vnode; its exit status could not be read'
+
+/** One container as adoption found it (adopt.ts). */
+export interface RestoredContainer {
+  name: string
+  /** Instances started so far (restartCount + 1), 0 if it never ran. */
+  instances: number
+  containerID?: string
+  logPath?: string
+  imageID?: string
+  /** Finished instances, newest first. */
+  history: Termination[]
+  /** The live instance, when its process was found. */
+  proc?: ContainerProcess
+}
+
+export function recordTermination(t: Termination): RecordedTermination {
+  return {...t, startedAt: t.startedAt?.toISOString(), finishedAt: t.finishedAt.toISOString()}
+}
+
+export function restoreTermination(t: RecordedTermination): Termination {
+  return {...t, startedAt: t.startedAt ? new Date(t.startedAt) : undefined, finishedAt: new Date(t.finishedAt)}
+}
 
 export interface PodRuntimeDeps {
   ctx: ProviderContext
@@ -335,7 +360,9 @@ export class PodRuntime {
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     let proc: ContainerProcess
     try {
-      proc = await ContainerProcess.start({argv, env, cwd, logPath, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
+      const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
+      mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
+      proc = await ContainerProcess.start({argv, env, cwd, logPath, pipes, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
     } catch (error) {
       if (!(error instanceof StartError)) throw error
       const now = new Date()
@@ -350,11 +377,8 @@ export class PodRuntime {
     c.started = !c.spec.startupProbe
     c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
     this.event(c, 'Normal', 'Started', `Started container ${c.name}`)
-    void proc.exited.then((exit) => this.onExit(c, proc, exit))
-    this.writeRecord()
-    this.publish()
+    this.watchProcess(c, proc)
     const hctx: HandlerContext = {env, cwd, host: ProbeHost, ports: c.spec.ports ?? []}
-    this.startProbes(c, proc, hctx)
     const postStart = c.spec.lifecycle?.postStart
     if (postStart) {
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
@@ -364,6 +388,47 @@ export class PodRuntime {
         void this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
       }
     }
+  }
+
+  /** A started or adopted instance: its exit, its record, its probes. */
+  private watchProcess(c: ContainerState, proc: ContainerProcess): void {
+    void proc.exited.then((exit) => this.onExit(c, proc, exit))
+    this.writeRecord()
+    this.publish()
+    this.startProbes(c, proc, {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []})
+  }
+
+  /**
+   * After a vnode restart (adopt.ts): the containers as the record and /proc
+   * found them. Live instances are watched again (exit, probes, logs); the
+   * rest keep their last exit, and the next sync restarts them per
+   * restartPolicy. Called before any sync pass.
+   */
+  restore(found: RestoredContainer[], links: RealLink[]): void {
+    for (const f of found) {
+      const c = this.containers.find((x) => x.name === f.name)
+      if (!c) continue
+      c.instances = f.instances
+      c.containerID = f.containerID
+      c.logPath = f.logPath
+      c.imageID = f.imageID ?? ''
+      c.history = [...f.history]
+      if (!f.proc) continue
+      c.proc = f.proc
+      c.runningImage = c.spec.image
+      c.started = !c.spec.startupProbe
+      c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
+      c.terminationMessageFile = join(this.deps.sandbox, 'roots', c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+      this.watchProcess(c, f.proc)
+    }
+    this.links = [...links]
+    // Init containers are done once each completed, or once a regular container ran.
+    this.initDone =
+      this.regulars.some((c) => c.everRan) ||
+      this.inits.every((c) => (c.kind === 'sidecar' ? c.running : c.lastExit?.exitCode === 0 && !c.running))
+    this.writeRecord()
+    // Whoever registers for notifications next gets the restored status, even if unchanged.
+    this.lastNotified = ''
   }
 
   private configFailed(c: ContainerState, reason: string, message: string): void {
@@ -434,6 +499,10 @@ export class PodRuntime {
     }
     const message = this.terminationMessage(c, failed)
     if (message) t.message = message
+    if (exit.unknown) {
+      // An adopted process is not vnode's child: how it ended cannot be read.
+      Object.assign(t, {exitCode: UnknownExitCode, reason: 'ContainerStatusUnknown', message: message || AdoptedExitMessage})
+    }
     if (c.pendingWaiting) {
       c.waiting = c.pendingWaiting
       c.pendingWaiting = undefined
@@ -570,7 +639,7 @@ export class PodRuntime {
     await this.close()
     await removeRealLinks(this.links)
     await removeTree(this.deps.sandbox)
-    await removeTree(join(this.deps.ctx.stateDir, 'logs', `${this.pod.metadata!.namespace}_${this.pod.metadata!.name}_${this.uid}`))
+    await removeTree(podLogDir(this.deps.ctx.stateDir, this.pod.metadata!.namespace!, this.pod.metadata!.name!, this.uid))
     this.deps.ctx.recorder.forget(this.uid)
   }
 
@@ -624,6 +693,7 @@ export class PodRuntime {
       sandbox: this.deps.sandbox,
       links: this.links,
       updatedAt: new Date().toISOString(),
+      pod: this.pod,
       containers: this.containers.map((c) => ({
         name: c.name,
         kind: c.kind as ContainerKind,
@@ -635,6 +705,9 @@ export class PodRuntime {
         restartCount: c.restartCount,
         logPath: c.logPath,
         exitCode: c.lastExit?.exitCode,
+        pipes: c.proc?.pipes,
+        imageID: c.imageID || undefined,
+        lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
       })),
     }
   }

@@ -15,6 +15,8 @@ import type {NodeFacts} from './env.js'
 import {ImageMap} from './images.js'
 import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.js'
 import {podSandbox} from './pod-record.js'
+import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
+import {removeTree} from './volumes.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 
@@ -28,6 +30,8 @@ export interface ProcessProviderOptions {
   /** CPU cores / memory bytes resourceFieldRef reports for unset limits (default: the host's). */
   cpuCores?: number
   memoryBytes?: number
+  /** How often an adopted process is checked for its end (adopt.ts). */
+  adoptPollMs?: number
 }
 
 /**
@@ -43,6 +47,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   private images: ImageMap
   private readonly node: NodeFacts
   private loaded: Promise<void> | undefined
+  private adopted: Promise<void> | undefined
   private closed = false
 
   constructor(
@@ -80,6 +85,31 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     } catch {
       /* unknown */
     }
+    this.adopted ??= this.adoptRecorded()
+    await this.adopted
+  }
+
+  /**
+   * Takes over the pods a previous vnode left running (adopt.ts), before the
+   * pod core asks for anything: it finds them with getPod and goes on; pods
+   * gone from the API are terminated by the pod core's orphan check.
+   */
+  private async adoptRecorded(): Promise<void> {
+    for (const record of findPodRecords(this.ctx.stateDir)) {
+      if (this.pods.has(record.uid)) continue
+      if (!record.pod?.metadata?.uid || !record.pod.spec) {
+        // Nothing to rebuild the pod from: kill what runs; the sandbox goes with it.
+        killRecorded(record)
+        await removeTree(record.sandbox)
+        continue
+      }
+      const rt = this.newRuntime(record.pod)
+      rt.restore(
+        record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
+        record.links ?? [],
+      )
+      this.pods.set(rt.uid, rt)
+    }
   }
 
   async createPod(pod: V1Pod): Promise<void> {
@@ -87,18 +117,31 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     await this.ready()
     const existing = this.pods.get(pod.metadata!.uid!)
     if (existing) return existing.update(pod)
-    const rt = new PodRuntime(pod, {
+    const rt = this.newRuntime(pod)
+    this.pods.set(rt.uid, rt)
+    await rt.start()
+  }
+
+  private rotation(): LogRotation {
+    return {maxBytes: this.opts.rotation?.maxBytes ?? DefaultLogMaxBytes, maxFiles: this.opts.rotation?.maxFiles ?? DefaultLogMaxFiles}
+  }
+
+  private newRuntime(pod: V1Pod): PodRuntime {
+    return new PodRuntime(pod, {
       ctx: this.ctx,
       images: this.images,
       node: this.node,
-      rotation: {maxBytes: this.opts.rotation?.maxBytes ?? DefaultLogMaxBytes, maxFiles: this.opts.rotation?.maxFiles ?? DefaultLogMaxFiles},
+      rotation: this.rotation(),
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
       notify: (p) => this.callback(p),
     })
-    this.pods.set(rt.uid, rt)
-    await rt.start()
+  }
+
+  /** How many pods the runtime holds (a pod is forgotten by cleanupPod): tests check it returns to zero. */
+  get size(): number {
+    return this.pods.size
   }
 
   async updatePod(pod: V1Pod): Promise<void> {

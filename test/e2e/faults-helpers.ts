@@ -1,0 +1,84 @@
+import type {CoreV1Api, V1Container, V1Pod} from '@kubernetes/client-node'
+import {readdirSync, readFileSync, readlinkSync} from 'node:fs'
+import {waitFor} from './helpers.js'
+
+/** The node binary by absolute path: containers run `node -e script`, no shell. */
+export const NODE = process.execPath
+
+export function nodeContainer(name: string, script: string, extra: Partial<V1Container> = {}): V1Container {
+  return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
+}
+
+/** A pod bound to the node directly (no scheduler, no taints involved). */
+export function podOn(node: string, namespace: string, name: string, containers: V1Container[], spec: Partial<V1Pod['spec']> = {}): V1Pod {
+  return {metadata: {name, namespace}, spec: {nodeName: node, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers, ...spec}}
+}
+
+export async function createPod(core: CoreV1Api, pod: V1Pod): Promise<V1Pod> {
+  // The namespace's ServiceAccount may not exist yet right after the namespace.
+  return waitFor(() => core.createNamespacedPod({namespace: pod.metadata!.namespace!, body: pod}), `create pod ${pod.metadata!.name}`, 20_000, 300)
+}
+
+export async function readPod(core: CoreV1Api, namespace: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({name, namespace})
+  } catch {
+    return undefined
+  }
+}
+
+export function containerStatus(pod: V1Pod | undefined, name: string) {
+  return [...(pod?.status?.initContainerStatuses ?? []), ...(pod?.status?.containerStatuses ?? [])].find((c) => c.name === name)
+}
+
+export async function waitPod(core: CoreV1Api, namespace: string, name: string, pred: (p: V1Pod) => boolean, what: string, timeoutMs = 30_000): Promise<V1Pod> {
+  let last: V1Pod | undefined
+  return waitFor(
+    async () => {
+      last = await readPod(core, namespace, name)
+      return last && pred(last) ? last : undefined
+    },
+    () => `${namespace}/${name}: ${what} (last status: ${JSON.stringify(last?.status)})`,
+    timeoutMs,
+    250,
+  )
+}
+
+/** Open file descriptors of a process. */
+export function fdCount(pid: number): number {
+  return readdirSync(`/proc/${pid}/fd`).length
+}
+
+/** Live descendants of a process (by walking ppid links), zombies excluded. */
+export function descendants(root: number): number[] {
+  const parent = new Map<number, number>()
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (f[0] === 'Z') continue
+      parent.set(Number(d), Number(f[1]))
+    } catch {
+      /* gone */
+    }
+  }
+  const out: number[] = []
+  for (const pid of parent.keys()) {
+    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
+      if (p === root) {
+        out.push(pid)
+        break
+      }
+    }
+  }
+  return out
+}
+
+export function cwdOf(pid: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/cwd`)
+  } catch {
+    return undefined
+  }
+}
