@@ -79,9 +79,9 @@ export function startVnode(cluster, name, args = []) {
     name,
     child,
     lines,
-    async ready(timeoutMs = 60_000) {
+    async ready(timeoutMs = 60_000, nodes = 1) {
       const deadline = Date.now() + timeoutMs
-      while (!lines.some((l) => l.kind === 'step' && l.step === 'ready')) {
+      while (lines.filter((l) => l.kind === 'step' && l.step === 'ready').length < nodes) {
         if (Date.now() > deadline || child.exitCode !== null) throw new Error(`vnode ${name} not ready: ${stderr}`)
         await sleep(50)
       }
@@ -96,6 +96,17 @@ export function startVnode(cluster, name, args = []) {
         await sleep(20)
       }
       return lines.filter((l) => l.kind === 'stats').at(-1).summary
+    },
+    /** A stats line of every node (with --nodes N). */
+    async statsAll(n) {
+      const before = lines.filter((l) => l.kind === 'stats').length
+      child.kill('SIGUSR2')
+      const deadline = Date.now() + 5000
+      while (lines.filter((l) => l.kind === 'stats').length < before + n) {
+        if (Date.now() > deadline) throw new Error('missing stats lines')
+        await sleep(20)
+      }
+      return lines.filter((l) => l.kind === 'stats').slice(-n).map((l) => l.summary)
     },
     usage: () => procUsage(child.pid),
     async stop() {

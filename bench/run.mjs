@@ -148,8 +148,8 @@ try {
 
   // 7. Scale: N nodes in one process.
   {
-    const node = startVnode(cluster, 'scale', ['--nodes', String(size.scaleNodes)])
-    await node.ready(120_000)
+    const node = startVnode(cluster, 'scale', ['--nodes', String(size.scaleNodes), '--pods', String(size.scalePods + 10)])
+    await node.ready(120_000, size.scaleNodes)
     const u0 = node.usage()
     for (let i = 0; i < size.scaleNodes; i++) await startBurst(`scale-${i}`, size.scalePods)
     await sleep(2000)

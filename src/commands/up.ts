@@ -1,4 +1,5 @@
 import {Command, Flags} from '@oclif/core'
+import type {Emulator, EmulatorOptions} from '../emulator/emulator.js'
 import {UserError} from '../errors.js'
 
 function parseLabel(s: string): [string, string] {
@@ -41,6 +42,7 @@ export default class Up extends Command {
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
     'shutdown-grace': Flags.integer({description: 'seconds the pods get to terminate when vnode stops', default: 30, min: 0}),
+    nodes: Flags.integer({description: 'run N nodes in this process, named <name>-0 .. <name>-N-1, each with its own lease, status and port', default: 1, min: 1}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
     'anonymous-auth': Flags.boolean({description: 'kubelet API: serve unauthenticated requests as system:anonymous (still authorized)', default: false}),
     'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
@@ -53,7 +55,6 @@ export default class Up extends Command {
     const {flags} = await this.parse(Up)
     const {hostname} = await import('node:os')
     const {resolve} = await import('node:path')
-    const {Emulator} = await import('../emulator/emulator.js')
     const {ImageMap} = await import('../emulator/runtime/images.js')
     // Read the image map before registering, so a bad file fails before the node exists.
     const images = flags.images
@@ -61,7 +62,7 @@ export default class Up extends Command {
           throw new UserError(`invalid --images ${flags.images}: ${error.message}`)
         })
       : undefined
-    const emulator = new Emulator({
+    const base: EmulatorOptions = {
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
       context: flags.context,
@@ -86,37 +87,9 @@ export default class Up extends Command {
       anonymousAuth: flags['anonymous-auth'],
       authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
       clientCaFile: flags['client-ca-file'],
-    })
-    let stopping: Promise<void> | undefined
-    let stopped!: () => void
-    const stopRequested = new Promise<void>((resolve) => (stopped = resolve))
-    const stop = () => {
-      if (stopping) {
-        process.stderr.write('error: interrupted again, exiting without finishing the shutdown\n')
-        process.exit(1)
-      }
-      stopping = emulator.stop({rm: flags.rm})
-      stopped()
     }
-    // SIGUSR2: one `stats` line (request counts, open watches, per-pod state sizes) for benchmarks and leak checks.
-    const stats = () => emulator.reportStats()
-    process.on('SIGINT', stop)
-    process.on('SIGTERM', stop)
-    process.on('SIGUSR2', stats)
-    const detach = await this.render(emulator, flags, stop)
-    try {
-      await emulator.start()
-      await stopRequested
-      await stopping
-    } catch (error) {
-      await emulator.stop({rm: flags.rm}).catch(() => undefined)
-      throw error
-    } finally {
-      detach()
-      process.off('SIGINT', stop)
-      process.off('SIGTERM', stop)
-      process.off('SIGUSR2', stats)
-    }
+    const {nodeOptions, runNodes} = await import('../cli/up-service.js')
+    await runNodes(nodeOptions(base, flags.nodes), {rm: flags.rm, render: (emulators, stop) => this.render(emulators, flags, stop)})
   }
 
   /**
@@ -124,12 +97,15 @@ export default class Up extends Command {
    * dashboard, whose kills go through the API. Otherwise one plain or JSON
    * line per change. Returns the function that detaches the renderer.
    */
-  private async render(emulator: import('../emulator/emulator.js').Emulator, flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void): Promise<() => void> {
+  private async render(emulators: Emulator[], flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void): Promise<() => void> {
     const {isInteractive} = await import('../ui/terminal.js')
-    if (flags['no-tui'] || flags.output === 'json' || !isInteractive()) {
+    // The dashboard shows one node; several nodes print lines, each labelled with its node.
+    if (flags['no-tui'] || flags.output === 'json' || !isInteractive() || emulators.length > 1) {
       const {attachPlainRenderer} = await import('../ui/plain.js')
-      return attachPlainRenderer(emulator, flags.output as 'plain' | 'json')
+      const detach = emulators.map((e) => attachPlainRenderer(e, flags.output as 'plain' | 'json', process.stdout, emulators.length > 1 ? e.opts.name : undefined))
+      return () => detach.forEach((d) => d())
     }
+    const [emulator] = emulators
     const {startDashboard} = await import('../ui/dashboard/start.js')
     const {podActions} = await import('../cli/pod-actions.js')
     const actions = {...podActions({kubeconfig: flags.kubeconfig, context: flags.context}), quit: stop}

@@ -127,11 +127,15 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private podController: PodController | undefined
   private nodeIP = ''
   private kubeletServer: KubeletServer | undefined
+  /** Ends the loops (lease, status, watches). */
   private readonly abort = new AbortController()
+  /** Ends a start that is still under way. */
+  private readonly startAbort = new AbortController()
   private loops: Promise<void>[] = []
   readonly startedAt = new Date()
   lastLeaseRenewal: Date | undefined
   private readyAt: {time: number; requests: number} | undefined
+  private starting: Promise<void> | undefined
   serverVersion = ''
   stateDir: string
 
@@ -231,7 +235,18 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   }
 
   /** Connect, register, report Ready, and keep the lease and status loops running. */
-  async start(): Promise<void> {
+  /**
+   * Connect, register, report Ready, and keep the lease and status loops
+   * running. A stop() that comes while this runs makes it return early, and
+   * stop() waits for it, so nothing starts after a stop.
+   */
+  start(): Promise<void> {
+    this.starting ??= this.startSteps()
+    return this.starting
+  }
+
+  private async startSteps(): Promise<void> {
+    const stopped = () => this.startAbort.signal.aborted
     this.clients = await makeClients(this.opts)
     await this.connect()
     await mkdir(this.stateDir, {recursive: true, mode: 0o700})
@@ -248,7 +263,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       this.emit('node', s)
       if (s.error) this.emit('error', s.error)
     })
-    const node = await this.nodeController.register(this.abort.signal)
+    const node = await this.nodeController.register(this.startAbort.signal)
+    if (stopped()) return
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
     await this.startKubeletServer(config)
     void this.recorder.record(this.nodeController.ref, 'Normal', 'Starting', 'Starting vnode.')
@@ -278,12 +294,14 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     }
     await this.nodeController.syncStatus(true)
     await this.recorder.flush()
+    if (stopped()) return
     const watcher = new NodeWatcher(this.clients.kc, this.opts.name, this.clients.counter, {
       modified: (n) => this.nodeController.observe(n),
       deleted: () => void this.nodeController.ensureRegistered(),
     })
     this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
     if (this.opts.provider) await this.startPods(this.opts.provider)
+    if (stopped()) return
     // The node watch's first request belongs to start-up, not to the idle cost.
     await new Promise((r) => setImmediate(r))
     this.readyAt = {time: Date.now(), requests: this.requestCount}
@@ -414,6 +432,9 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
    * and cordon, leaving the Lease to expire as the kubelet does.
    */
   async stop(opts: {rm?: boolean} = {}): Promise<void> {
+    // A start still under way returns at its next step; then everything it started is stopped below.
+    this.startAbort.abort()
+    await this.starting?.catch(() => undefined)
     // Pods first, while the node is still Ready and its lease renewed.
     try {
       await this.stopPods()

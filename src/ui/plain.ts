@@ -6,11 +6,11 @@ export type OutputFormat = 'plain' | 'json'
  * The non-TTY renderer: one line per change, like `kubectl get -w`, or one
  * JSON object per line with -o json. Returns a function that detaches it.
  */
-export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, out: NodeJS.WritableStream = process.stdout): () => void {
+export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, out: NodeJS.WritableStream = process.stdout, node?: string): () => void {
   const write = (kind: string, text: string, extra: Record<string, unknown> = {}) => {
     const time = new Date()
-    if (format === 'json') out.write(`${JSON.stringify({time: time.toISOString(), kind, message: text, ...extra})}\n`)
-    else out.write(`${time.toISOString().slice(11, 19)} ${kind.padEnd(8)} ${text}\n`)
+    if (format === 'json') out.write(`${JSON.stringify({time: time.toISOString(), kind, message: text, ...(node ? {node} : {}), ...extra})}\n`)
+    else out.write(`${time.toISOString().slice(11, 19)} ${node ? `${node} ` : ''}${kind.padEnd(8)} ${text}\n`)
   }
   let lastConditions = ''
   const handlers = {

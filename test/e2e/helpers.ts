@@ -118,7 +118,7 @@ export class VnodeProcess {
   /** SIGTERM (or another signal) and wait for the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 60_000): Promise<number> {
     if (this.child.exitCode === null) this.child.kill(signal)
-    const timer = new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`vnode ${this.name} did not exit within ${timeoutMs} ms`)), timeoutMs).unref())
+    const timer = new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`vnode ${this.name} did not exit within ${timeoutMs} ms; last output: ${this.lines.slice(-4).map((l) => `${l.kind}: ${l.message}`).join(' | ')} ${this.stderr.slice(-800)}`)), timeoutMs).unref())
     return Promise.race([this.exited, timer])
   }
 }
@@ -133,6 +133,8 @@ export function startVnode(name: string, args: string[] = []): VnodeProcess {
     env: testEnv(),
     reject: false,
     buffer: false,
+    // execa would SIGKILL 5 s after our SIGTERM; a node's shutdown (terminating its pods) may take longer, and stop() has its own timeout.
+    forceKillAfterDelay: false,
   })
   const p = new VnodeProcess(name, stateDir, child)
   running.add(p)

@@ -121,6 +121,21 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     expect(await pb.stop()).toBe(0)
   })
 
+  test('--nodes 3 runs three nodes in one process, each with its own lease, status and port', async () => {
+    const name = uniqueName('fleet')
+    const p = startVnode(name, ['--nodes', '3'])
+    await p.waitForLine((l) => l.kind === 'step' && l.step === 'ready' && l.node === `${name}-2`, 'the third node ready', 30_000)
+    await waitFor(() => p.lines.filter((l) => l.kind === 'step' && l.step === 'ready').length === 3, 'three ready nodes', 30_000)
+    const names = [0, 1, 2].map((i) => `${name}-${i}`)
+    const nodes = await Promise.all(names.map(readNode))
+    for (const n of nodes) expect(condition(n, 'Ready')?.status).toBe('True')
+    const ports = new Set(nodes.map((n) => n.status?.daemonEndpoints?.kubeletEndpoint?.Port))
+    expect(ports.size).toBe(3)
+    for (const n of names) expect((await c.coordination.readNamespacedLease({name: n, namespace: 'kube-node-lease'})).spec?.holderIdentity).toBe(n)
+    expect(await p.stop()).toBe(0)
+    for (const n of await Promise.all(names.map(readNode))) expect(condition(n, 'Ready')?.status).toBe('False')
+  })
+
   test('with --no-reregister a node deleted out of band stays deleted', async () => {
     const name = uniqueName('noreg')
     const p = startVnode(name, ['--no-reregister'])

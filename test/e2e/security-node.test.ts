@@ -125,11 +125,11 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
     expect(Number(uid)).toBe(process.getuid!())
   })
 
-  test('kubelet API: 401 without credentials, 403 for an identity without nodes/* rights, 200 for an authorized one; no exec, attach, run or port-forward', async () => {
+  test('kubelet API: 401 without credentials, 403 for an identity without nodes/* rights, 200 for an authorized one; exec, attach and port-forward only as authorized upgrades; no run', async () => {
     expect((await direct(port, '/pods')).status).toBe(401)
     expect((await direct(port, '/healthz')).status).toBe(401)
     const token = (await c.core.createNamespacedServiceAccountToken({name: 'nobody', namespace: ns, body: {spec: {audiences: [], expirationSeconds: 600}}})).status!.token
-    for (const path of ['/pods', '/stats/summary', `/containerLogs/${ns}/holder/app`, '/metrics/resource']) {
+    for (const path of ['/pods', '/stats/summary', `/containerLogs/${ns}/holder/app`, '/metrics/resource', `/exec/${ns}/holder/app?command=id`, `/attach/${ns}/holder/app`, `/portForward/${ns}/holder`]) {
       expect([path, (await direct(port, path, {token})).status]).toEqual([path, 403])
     }
     const user = c.kc.getCurrentUser()!
@@ -139,9 +139,11 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
     expect(pods.body).toContain('holder')
     // Pod specs are served (as the kubelet does), but a secret's value never is: env refers to it.
     expect(pods.body).not.toContain(SecretValue)
-    for (const path of [`/exec/${ns}/holder/app?command=id`, `/run/${ns}/holder/app`, `/attach/${ns}/holder/app`, `/portForward/${ns}/holder`]) {
-      expect([path, (await direct(port, path, admin)).status]).toEqual([path, 404])
+    // Streaming needs an upgrade: a plain request, even an authorized one, runs nothing.
+    for (const path of [`/exec/${ns}/holder/app?command=id`, `/attach/${ns}/holder/app`, `/portForward/${ns}/holder`]) {
+      expect([path, (await direct(port, path, admin)).status]).toEqual([path, 400])
     }
+    expect((await direct(port, `/run/${ns}/holder/app`, admin)).status).toBe(404)
     // Nothing can be written through it.
     for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) expect([method, await status(port, method, '/pods', admin)]).toEqual([method, 405])
   })
