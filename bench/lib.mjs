@@ -52,6 +52,13 @@ export function procUsage(pid) {
   return {cpuSeconds: (Number(f[11]) + Number(f[12])) / CLK_TCK, rssBytes: rss}
 }
 
+const started = new Set()
+
+/** Stops every vnode this run started and has not stopped (a failed scenario must leave no process). */
+export async function stopAllVnodes() {
+  await Promise.all([...started].map((n) => n.stop()))
+}
+
 /** `kubectl vnode up` as a separate process; its JSON lines are kept. */
 export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
@@ -75,7 +82,7 @@ export function startVnode(cluster, name, args = []) {
   let stderr = ''
   child.stderr.on('data', (d) => (stderr += d))
   const exited = new Promise((r) => child.on('exit', (code) => r(code)))
-  return {
+  const node = {
     name,
     child,
     lines,
@@ -110,10 +117,13 @@ export function startVnode(cluster, name, args = []) {
     },
     usage: () => procUsage(child.pid),
     async stop() {
-      child.kill('SIGTERM')
+      started.delete(node)
+      if (child.exitCode === null) child.kill('SIGTERM')
       return exited
     },
   }
+  started.add(node)
+  return node
 }
 
 export function sleeperPod(name, nodeName, extra = {}) {

@@ -5,7 +5,7 @@
 import {writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {startFloor} from './floor.mjs'
-import {median, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, waitUntil} from './lib.mjs'
+import {median, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, stopAllVnodes, waitUntil} from './lib.mjs'
 
 const quick = process.argv.includes('--quick')
 const size = {
@@ -169,6 +169,7 @@ try {
   process.stderr.write(`bench: ${error.stack}\n`)
   process.exitCode = 1
 } finally {
+  await stopAllVnodes()
   cluster.stop()
 }
 
