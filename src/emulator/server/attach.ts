@@ -1,4 +1,4 @@
-import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, startRemoteCommand, successStatus} from './streaming/remotecommand.js'
+import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from './streaming/remotecommand.js'
 import {negotiateUpgrade, podFullName, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 
 /**
@@ -22,18 +22,11 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   if (!spec || (target.uid !== undefined && target.uid !== target.pod.metadata?.uid) || !runtime.isContainerRunning(ref)) return conn.respond(500, notFound)
   const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return
-  let session
-  try {
-    session = await startRemoteCommand({...upgrade, opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs})
-  } catch {
-    return
-  }
-  let status
-  try {
-    await runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal})
-    status = successStatus()
-  } catch (error) {
-    status = internalErrorStatus(`error attaching to container: ${(error as Error).message}`)
-  }
-  await session.finish(status)
+  await serveRemoteCommand(
+    upgrade,
+    {opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs},
+    (session) =>
+      runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal}),
+    (error) => internalErrorStatus(`error attaching to container: ${(error as Error).message}`),
+  )
 }

@@ -1,5 +1,5 @@
 import {ExitCodeError} from '../provider/streaming.js'
-import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, startRemoteCommand, successStatus} from './streaming/remotecommand.js'
+import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from './streaming/remotecommand.js'
 import {negotiateUpgrade, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 
 /**
@@ -23,19 +23,14 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
   if (!uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, `container not found (${JSON.stringify(container)})`)
   const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return
-  let session
-  try {
-    session = await startRemoteCommand({...upgrade, opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs})
-  } catch {
-    return
-  }
-  let status
-  try {
-    await runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal})
-    status = successStatus()
-  } catch (error) {
-    if (error instanceof ExitCodeError) status = exitCodeStatus(error.exitCode, error.message)
-    else status = internalErrorStatus(`error executing command in container: ${(error as Error).message}`)
-  }
-  await session.finish(status)
+  await serveRemoteCommand(
+    upgrade,
+    {opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs},
+    (session) =>
+      runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal}),
+    (error) =>
+      error instanceof ExitCodeError
+        ? exitCodeStatus(error.exitCode, error.message)
+        : internalErrorStatus(`error executing command in container: ${(error as Error).message}`),
+  )
 }

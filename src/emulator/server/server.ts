@@ -191,13 +191,7 @@ export class KubeletServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       const url = new URL(req.url ?? '/', 'https://kubelet')
-      let decoded = url.pathname
-      try {
-        decoded = decodeURIComponent(url.pathname)
-      } catch {
-        /* authorize on the raw path; routing rejects it below */
-      }
-      const outcome = await this.auth.check(req, decoded)
+      const outcome = await this.auth.check(req, decodedPath(url))
       if (!outcome.ok) return send(res, outcome.status, outcome.message)
       const streaming = streamingRoute(url.pathname)
       if (streaming) {
@@ -219,13 +213,7 @@ export class KubeletServer {
     socket.on('error', () => undefined)
     try {
       const url = new URL(req.url ?? '/', 'https://kubelet')
-      let decoded = url.pathname
-      try {
-        decoded = decodeURIComponent(url.pathname)
-      } catch {
-        /* authorize on the raw path; routing rejects it below */
-      }
-      const outcome = await this.auth.check(req, decoded)
+      const outcome = await this.auth.check(req, decodedPath(url))
       if (!outcome.ok) return rejectSocket(socket, outcome.status, outcome.message)
       const streaming = streamingRoute(url.pathname)
       if (!streaming) return rejectSocket(socket, 404, '404 page not found')
@@ -328,5 +316,14 @@ export class KubeletServer {
       res.off('close', onClose)
       this.streams.delete(abort)
     }
+  }
+}
+
+/** The path as authorized: decoded, or raw when it does not decode (routing then rejects it). */
+function decodedPath(url: URL): string {
+  try {
+    return decodeURIComponent(url.pathname)
+  } catch {
+    return url.pathname
   }
 }

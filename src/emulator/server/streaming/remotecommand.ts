@@ -193,3 +193,31 @@ async function finish(spdy: SpdySession, streams: Partial<Record<string, SpdyStr
   streams.resize?.destroy()
   spdy.close()
 }
+
+/**
+ * The common course of exec and attach once the target is checked: upgrade,
+ * wait for the client's streams, run, and end with the Status the client
+ * reads its result from (success, or what describe() makes of the error).
+ * A connection that never completes its streams ends quietly.
+ */
+export async function serveRemoteCommand(
+  upgrade: {socket: Socket; head: Buffer; protocol: string},
+  start: Omit<RemoteCommandStart, 'socket' | 'head' | 'protocol'>,
+  run: (session: RemoteCommandSession) => Promise<void>,
+  describe: (error: unknown) => Status,
+): Promise<void> {
+  let session: RemoteCommandSession
+  try {
+    session = await startRemoteCommand({...upgrade, ...start})
+  } catch {
+    return
+  }
+  let status: Status
+  try {
+    await run(session)
+    status = successStatus()
+  } catch (error) {
+    status = describe(error)
+  }
+  await session.finish(status)
+}
