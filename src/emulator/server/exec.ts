@@ -1,6 +1,6 @@
 import {ExitCodeError} from '../provider/streaming.js'
 import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from './streaming/remotecommand.js'
-import {negotiateUpgrade, resolveTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
+import {negotiateUpgrade, resolveContainer, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
 
 /**
  * GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
@@ -12,14 +12,9 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
   if (typeof opts === 'string') return conn.respond(400, opts)
   const command = conn.url.searchParams.getAll('command')
   if (command.length === 0) return conn.respond(400, 'you must specify at least one command for the container')
-  const resolved = resolveTarget(conn, deps, '/exec/', 1)
+  const resolved = resolveContainer(conn, deps, '/exec/')
   if (!resolved) return
-  const {target, tail} = resolved
-  const container = tail[0]
-  const runtime = deps.streaming()
-  if (!runtime) return conn.respond(501, '501 not implemented')
-  const ref = {namespace: target.namespace, pod: target.name, container}
-  const uidMatches = target.uid === undefined || target.uid === target.pod.metadata?.uid
+  const {container, runtime, ref, uidMatches} = resolved
   if (!uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, `container not found (${JSON.stringify(container)})`)
   const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return

@@ -78,6 +78,36 @@ export function resolveTarget(conn: StreamingConnection, deps: StreamingDeps, pr
   return {target: {namespace, name, uid, pod}, tail}
 }
 
+/** What exec and attach act on: the pod, one of its containers, and the runtime that runs it. */
+export interface ContainerTarget {
+  target: PodTarget
+  container: string
+  runtime: ContainerStreaming
+  ref: {namespace: string; pod: string; container: string}
+  /** The request named the pod's UID, or none (a UID of another pod instance does not match). */
+  uidMatches: boolean
+}
+
+/** resolveTarget for `/<verb>/{ns}/{pod}[/{uid}]/{container}`, plus the runtime; undefined once it has answered. */
+export function resolveContainer(conn: StreamingConnection, deps: StreamingDeps, prefix: string): ContainerTarget | undefined {
+  const resolved = resolveTarget(conn, deps, prefix, 1)
+  if (!resolved) return undefined
+  const {target, tail} = resolved
+  const container = tail[0]
+  const runtime = deps.streaming()
+  if (!runtime) {
+    conn.respond(501, '501 not implemented')
+    return undefined
+  }
+  return {
+    target,
+    container,
+    runtime,
+    ref: {namespace: target.namespace, pod: target.name, container},
+    uidMatches: target.uid === undefined || target.uid === target.pod.metadata?.uid,
+  }
+}
+
 /** The method, the upgrade headers and protocol negotiation; undefined once it has answered. */
 export function negotiateUpgrade(conn: StreamingConnection, deps: StreamingDeps, protocols: readonly string[]): {socket: Socket; head: Buffer; protocol: string} | undefined {
   const n = negotiate(conn.req, protocols)
