@@ -57,7 +57,7 @@ afterEach(async () => {
   for (const c of controllers.splice(0)) await c.stop()
 })
 
-function setup(opts: {resyncIntervalMs?: number} = {}) {
+function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number} = {}) {
   const core = new FakeCore()
   const provider = new TestProvider()
   const events: {reason: string; type: string; message: string}[] = []
@@ -71,6 +71,7 @@ function setup(opts: {resyncIntervalMs?: number} = {}) {
     node: async () => node,
     statusCoalesceMs: 20,
     resyncIntervalMs: opts.resyncIntervalMs,
+    transitionHoldMs: opts.transitionHoldMs,
   })
   controllers.push(c)
   return {core, provider, c, events}
@@ -114,6 +115,45 @@ describe('pod workers and the status manager with a test provider', () => {
     expect(c.status.size).toBe(0)
     expect(c.workers.size).toBe(0)
     expect(provider.size).toBe(0)
+  })
+
+  test('a prompt kill is one status write: containers ending one by one during the kill are written with the terminal status', async () => {
+    const {core, c} = setup()
+    const p = pod('duo')
+    p.spec!.containers = [
+      {name: 'a', image: 'img', env: [{name: 'TEST_TERM_EXIT_MS', value: '30'}]},
+      {name: 'b', image: 'img', env: [{name: 'TEST_TERM_EXIT_MS', value: '300'}]},
+    ]
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    c.upsert(deleting(p, 30))
+    await until(() => core.deletes.length === 1, 'the final delete')
+    const statuses = core.statuses('duo')
+    expect(statuses).toHaveLength(2)
+    expect(statuses[1]).toMatchObject({phase: 'Succeeded'})
+    expect((statuses[1].containerStatuses as {state: object}[]).map((x) => Object.keys(x.state))).toEqual([['terminated'], ['terminated']])
+  })
+
+  test('the hold during a kill is bounded: a container that ignores SIGTERM does not hide the exit of its sibling', async () => {
+    const {core, c} = setup({transitionHoldMs: 200})
+    const p = pod('stubborn', {grace: 3})
+    p.spec!.containers = [
+      {name: 'quick', image: 'img'},
+      {name: 'slow', image: 'img', env: [{name: 'TEST_IGNORE_TERM', value: '1'}]},
+    ]
+    c.upsert(p)
+    await until(() => core.patches.length === 1, 'Running')
+    const killed = Date.now()
+    c.upsert(deleting(p, 3))
+    await until(() => core.patches.length === 2, 'the status with the first exit', 2_000)
+    expect(Date.now() - killed).toBeLessThan(1_500)
+    const mid = core.statuses('stubborn')[1]
+    expect(mid.phase).toBe('Running')
+    expect((mid.containerStatuses as {name: string; state: object}[]).map((x) => [x.name, Object.keys(x.state)[0]])).toEqual([
+      ['quick', 'terminated'],
+      ['slow', 'running'],
+    ])
+    expect(core.deletes).toHaveLength(0)
   })
 
   test('a second delete with a shorter grace shortens the running termination; a longer one never extends it', async () => {

@@ -38,7 +38,7 @@ export interface PodControllerOptions {
   node: () => Promise<AdmissionNode>
   resyncIntervalMs?: number
   statusCoalesceMs?: number
-  startHoldMs?: number
+  transitionHoldMs?: number
   watchTimeoutSeconds?: number
   /** Static pod manifests: a second source, "file". */
   manifestsDir?: string
@@ -106,10 +106,10 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       mirrorTarget: (pod) => this.mirrors.target(pod),
       nodeIP: opts.nodeIP,
       coalesceMs: opts.statusCoalesceMs,
-      startHoldMs: opts.startHoldMs,
+      transitionHoldMs: opts.transitionHoldMs,
       hooks: {
         couldHaveRunningContainers: (uid) => this.workers.couldHaveRunningContainers(uid),
-        isStarting: (uid) => this.workers.isStarting(uid),
+        inTransition: (uid) => this.workers.inTransition(uid),
       },
       onChange: (pod) => this.emit('pod', pod),
       onError: (m) => this.emit('error', m),

@@ -126,6 +126,11 @@ export class PodWorker {
     return this.state === 'sync' && !this.started && !this.vanished && !this.override
   }
 
+  /** Starting for the first time or killing: the pod's status is about to change again. */
+  get inTransition(): boolean {
+    return this.starting || this.state === 'terminating'
+  }
+
   get isStarted(): boolean {
     return this.started
   }

@@ -60,8 +60,8 @@ export class PodWorkers {
     return s === 'sync' || s === 'terminating'
   }
 
-  isStarting(uid: string): boolean {
-    return this.workers.get(uid)?.starting ?? false
+  inTransition(uid: string): boolean {
+    return this.workers.get(uid)?.inTransition ?? false
   }
 
   /** The pods admitted and not yet terminated: what admission counts against the node. */

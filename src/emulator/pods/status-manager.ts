@@ -9,8 +9,11 @@ import {buildPodStatus, getPhase, isTerminalPhase, type StatusOverride} from './
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
 export const DefaultStatusCoalesceMs = 100
-/** While the provider is starting a pod, writes wait up to this long so a clean start is one write (Running). */
-export const DefaultStartHoldMs = 2_000
+/**
+ * While the provider is starting or killing a pod, writes wait up to this long:
+ * a clean start is one write (Running) and a prompt kill one write (the terminal status).
+ */
+export const DefaultTransitionHoldMs = 2_000
 export const DefaultStatusRetryInitialMs = 500
 export const DefaultStatusRetryMaxMs = 10_000
 
@@ -18,14 +21,15 @@ const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMerge
 
 export interface StatusManagerHooks {
   couldHaveRunningContainers(uid: string): boolean
-  isStarting(uid: string): boolean
+  /** The worker is starting or killing the pod: a status written now would be superseded within moments. */
+  inTransition(uid: string): boolean
 }
 
 export interface StatusManagerOptions {
   nodeIP: string
   hooks: StatusManagerHooks
   coalesceMs?: number
-  startHoldMs?: number
+  transitionHoldMs?: number
   retryInitialMs?: number
   retryMaxMs?: number
   /** The pod as last written (or changed in the API): spec plus the status we hold for it. */
@@ -73,7 +77,7 @@ interface Entry {
 export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private readonly entries = new Map<string, Entry>()
   private readonly coalesceMs: number
-  private readonly startHoldMs: number
+  private readonly transitionHoldMs: number
   private readonly now: () => Date
   private stopped = false
   /** Status PATCHes sent, per UID still tracked and in total. */
@@ -85,7 +89,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     private readonly opts: StatusManagerOptions,
   ) {
     this.coalesceMs = opts.coalesceMs ?? DefaultStatusCoalesceMs
-    this.startHoldMs = opts.startHoldMs ?? DefaultStartHoldMs
+    this.transitionHoldMs = opts.transitionHoldMs ?? DefaultTransitionHoldMs
     this.now = opts.now ?? (() => new Date())
   }
 
@@ -225,7 +229,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     e.dueAt = due
     e.timer = setTimeout(() => {
       e.timer = undefined
-      const held = this.opts.hooks.isStarting(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.startHoldMs - Date.now() : 0
+      const held = this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
       if (held > 0) {
         this.schedule(e, held)
         return
