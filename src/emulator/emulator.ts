@@ -5,6 +5,7 @@ import {homedir, hostname} from 'node:os'
 import {join} from 'node:path'
 import {freePort, portOr} from '../cluster/ports.js'
 import {UserError} from '../errors.js'
+import type {ServiceLister} from './kube/service-lister.js'
 import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
 import {EventRecorder, type RecordedEvent} from './kube/events.js'
@@ -125,6 +126,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private lease!: LeaseController
   private provider: PodLifecycleHandler | undefined
   private podController: PodController | undefined
+  private services: ServiceLister | undefined
   private nodeIP = ''
   private kubeletServer: KubeletServer | undefined
   /** Ends the loops (lease, status, watches). */
@@ -250,7 +252,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.clients = await makeClients(this.opts)
     await this.connect()
     await mkdir(this.stateDir, {recursive: true, mode: 0o700})
-    this.recorder = new EventRecorder(this.clients.core, this.opts.name)
+    this.recorder = new EventRecorder(this.clients.events, this.opts.name)
     this.recorder.onEvent((e) => this.emit('event', e))
     const config = await this.nodeConfig()
     this.nodeIP = config.nodeIP
@@ -310,11 +312,15 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
 
   /** Builds the provider and starts the pod controller (the node is registered). */
   private async startPods(factory: ProviderFactory): Promise<void> {
+    const {ServiceLister} = await import('./kube/service-lister.js')
+    this.services = new ServiceLister(this.clients.core, this.clients.kc, this.clients.counter)
+    this.services.start()
     this.provider = await factory({
       nodeName: this.opts.name,
       nodeIP: this.nodeIP,
       stateDir: this.stateDir,
       core: this.clients.core,
+      services: this.services,
       recorder: this.recorder,
     })
     const {PodController} = await import('./pods/pod-controller.js')
@@ -378,6 +384,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const provider = this.provider
     this.provider = undefined
     await provider?.close?.()
+    await this.services?.stop()
+    this.services = undefined
   }
 
   /**

@@ -71,11 +71,11 @@ describeE2e('API server faults: pods through a 30 s outage, watch expiry and dro
     expect(started('born')).toBe(1)
     expect(events.items.some((e) => e.involvedObject.name === 'steady' && e.reason === 'Killing')).toBe(false)
 
-    // The watches were re-established, not piled up: node + pods.
+    // The watches were re-established, not piled up: node, pods and services.
     const before = p.lines.filter((l) => l.kind === 'stats').length
     p.child.kill('SIGUSR2')
     const stats = await p.waitForLine((l) => l.kind === 'stats' && p.lines.filter((x) => x.kind === 'stats').length > before, 'stats line')
-    expect((stats.summary as {openWatches: number}).openWatches).toBe(2)
+    expect((stats.summary as {openWatches: number}).openWatches).toBe(3)
 
     expect(await p.stop()).toBe(0)
     for (const name of ['steady', 'born', 'victim']) expect(await processesMatching(mark(name))).toEqual([])

@@ -106,6 +106,35 @@ describeE2e('kubectl: container env as the process sees it', () => {
     await f.noProcess(marker)
   })
 
+  test('service links: the Services of the namespace as env vars (from the node service watch); enableServiceLinks false keeps only the kubernetes service', async () => {
+    const svc = await f.c.core.createNamespacedService({namespace: f.ns, body: {metadata: {name: 'shop-db'}, spec: {ports: [{name: 'pg', port: 5432}]}}})
+    const ip = svc.spec!.clusterIP!
+    const marker = uniqueName('links')
+    const linked = (name: string, enableServiceLinks: boolean) =>
+      f.create({
+        metadata: {name},
+        spec: {terminationGracePeriodSeconds: 2, enableServiceLinks, containers: [nodeContainer('app', reportScript, marker, {args: [f.out(`${name}.json`)]})]},
+      })
+    await linked('links', true)
+    await linked('nolinks', false)
+    const withLinks = (JSON.parse(await f.file('links.json')) as {env: Record<string, string>}).env
+    expect(withLinks).toMatchObject({
+      SHOP_DB_SERVICE_HOST: ip,
+      SHOP_DB_SERVICE_PORT: '5432',
+      SHOP_DB_SERVICE_PORT_PG: '5432',
+      SHOP_DB_PORT: `tcp://${ip}:5432`,
+      SHOP_DB_PORT_5432_TCP_ADDR: ip,
+    })
+    expect(withLinks.KUBERNETES_SERVICE_HOST).toBeTruthy()
+    const without = (JSON.parse(await f.file('nolinks.json')) as {env: Record<string, string>}).env
+    expect(Object.keys(without).filter((k) => k.startsWith('SHOP_DB_'))).toEqual([])
+    expect(without.KUBERNETES_SERVICE_HOST).toBe(withLinks.KUBERNETES_SERVICE_HOST)
+    await kubectl(['delete', 'pod', 'links', 'nolinks', '-n', f.ns, '--wait=false'])
+    await f.gone('links')
+    await f.gone('nolinks')
+    await f.noProcess(marker)
+  })
+
   test('a missing mandatory ConfigMap: CreateContainerConfigError with the kubelet message and a Warning event; Running once it is created', async () => {
     const marker = uniqueName('later')
     await f.create({

@@ -2,6 +2,7 @@ import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
 import {mkdtempSync} from 'node:fs'
 import {join} from 'node:path'
 import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {ServiceLister} from '../../src/emulator/kube/service-lister.js'
 import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
 import {type Clients, clients, runDir, uniqueName, waitFor} from './helpers.js'
 
@@ -23,6 +24,7 @@ export class RuntimeHarness {
   c!: Clients
   provider!: ProcessProvider
   recorder!: EventRecorder
+  services!: ServiceLister
 
   async setUp(opts: ProcessProviderOptions = {}): Promise<this> {
     this.c = await clients()
@@ -30,7 +32,9 @@ export class RuntimeHarness {
     await this.c.core.createNamespace({body: {metadata: {name: this.ns}}})
     this.stateDir = mkdtempSync(join(runDir(), 'runtime-'))
     this.recorder = new EventRecorder(this.c.core, this.nodeName)
-    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, recorder: this.recorder}, opts)
+    this.services = new ServiceLister(this.c.core, this.c.kc)
+    this.services.start()
+    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, recorder: this.recorder}, opts)
     this.provider.notifyPods((p) => {
       this.latest.set(p.metadata!.name!, p)
       this.reports.push(p)
@@ -40,6 +44,7 @@ export class RuntimeHarness {
 
   async tearDown(): Promise<void> {
     await this.provider?.close()
+    await this.services?.stop()
     if (this.ns) await this.c.core.deleteNamespace({name: this.ns}).catch(() => undefined)
   }
 

@@ -1,7 +1,7 @@
 import type * as k8s from '@kubernetes/client-node'
 import {existsSync} from 'node:fs'
 import {UserError} from '../../errors.js'
-import {DefaultKubeApiBurst, DefaultKubeApiQps, RateLimiter} from './rate-limiter.js'
+import {DefaultEventBurst, DefaultEventQps, DefaultKubeApiBurst, DefaultKubeApiQps, RateLimiter} from './rate-limiter.js'
 
 export interface KubeOptions {
   kubeconfig?: string
@@ -9,6 +9,9 @@ export interface KubeOptions {
   /** Client-side rate limit, as the kubelet's --kube-api-qps / --kube-api-burst; qps <= 0 disables it. */
   qps?: number
   burst?: number
+  /** The event client's own limit, as the kubelet's --event-qps / --event-burst; eventQps <= 0 disables it. */
+  eventQps?: number
+  eventBurst?: number
 }
 
 /**
@@ -61,6 +64,8 @@ export interface KubeClients {
   k8s: typeof k8s
   kc: k8s.KubeConfig
   core: k8s.CoreV1Api
+  /** Events, with a rate limit of their own (the kubelet's event client): events never delay a pod's start. */
+  events: k8s.CoreV1Api
   /** Node status and registration, unthrottled (the kubelet's heartbeat client). */
   heartbeatCore: k8s.CoreV1Api
   /** Leases, unthrottled (the kubelet's heartbeat client). */
@@ -114,14 +119,15 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
   const server = kc.getCurrentCluster()!.server
   const counter = new RequestCounter()
   const limiter = new RateLimiter(opts.qps ?? DefaultKubeApiQps, opts.burst ?? DefaultKubeApiBurst)
-  const configuration = (throttled: boolean) =>
+  const eventLimiter = new RateLimiter(opts.eventQps ?? DefaultEventQps, opts.eventBurst ?? DefaultEventBurst)
+  const configuration = (limit: RateLimiter | undefined) =>
     lib.createConfiguration({
       baseServer: new lib.ServerConfiguration(server, {}),
       authMethods: {default: kc},
       promiseMiddleware: [
         {
           pre: async (ctx) => {
-            if (throttled) await limiter.acquire()
+            await limit?.acquire()
             counter.record(ctx.getHttpMethod(), ctx.getUrl())
             return ctx
           },
@@ -129,14 +135,15 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
         },
       ],
     })
-  const config = configuration(true)
+  const config = configuration(limiter)
   // The kubelet's heartbeatClient: lease renewals and node status never wait behind pod traffic
   // (a storm of pod updates must not make the node NotReady and get its pods evicted).
-  const heartbeat = configuration(false)
+  const heartbeat = configuration(undefined)
   return {
     k8s: lib,
     kc,
     core: new lib.CoreV1Api(config),
+    events: new lib.CoreV1Api(configuration(eventLimiter)),
     heartbeatCore: new lib.CoreV1Api(heartbeat),
     coordination: new lib.CoordinationV1Api(heartbeat),
     authentication: new lib.AuthenticationV1Api(config),

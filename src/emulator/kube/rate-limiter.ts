@@ -1,6 +1,9 @@
 /** The kubelet's client defaults: --kube-api-qps 50, --kube-api-burst 100. */
 export const DefaultKubeApiQps = 50
 export const DefaultKubeApiBurst = 100
+/** The kubelet's event client defaults: --event-qps 50, --event-burst 100 (a budget of its own). */
+export const DefaultEventQps = 50
+export const DefaultEventBurst = 100
 
 /**
  * A token bucket, like client-go's flowcontrol: up to `burst` requests at

@@ -1,6 +1,7 @@
 import type {CoreV1Api, V1ConfigMap, V1Container, V1Pod, V1Secret, V1Service} from '@kubernetes/client-node'
 import {homedir} from 'node:os'
 import {describeApiError, isNotFound} from '../kube/errors.js'
+import type {ServiceLookup} from '../kube/service-lister.js'
 import {parseQuantity} from '../quantity.js'
 import {expand, mappingFor} from './expansion.js'
 
@@ -37,6 +38,8 @@ export interface EnvInput {
   container: V1Container
   node: NodeFacts
   core: CoreV1Api
+  /** The cluster's Services, from the node's list+watch. */
+  services: ServiceLookup
   /** Runtime variables (VNODE_VOLUME_ROOT, ...): visible to $(VAR) expansion, overridable by the spec. */
   runtime: Record<string, string>
   /** Env from the image map: below everything the spec sets. */
@@ -104,7 +107,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
   const events: EnvEvent[] = []
   const cache = new ObjectCache(core, namespace)
   try {
-    const serviceEnv = await serviceEnvVars(core, namespace, pod.spec?.enableServiceLinks !== false)
+    const serviceEnv = await serviceEnvVars(input.services, namespace, pod.spec?.enableServiceLinks !== false)
     const tmp = new Map<string, string>()
     for (const source of container.envFrom ?? []) await addEnvFrom(source, tmp, cache, namespace, events)
     const base = baseEnv(pod, input.runtime)
@@ -334,17 +337,16 @@ function envName(name: string): string {
  * The `kubernetes` Service of the default namespace always; the pod's own
  * namespace's Services when enableServiceLinks (the default).
  */
-async function serviceEnvVars(core: CoreV1Api, namespace: string, links: boolean): Promise<Map<string, string>> {
+async function serviceEnvVars(services: ServiceLookup, namespace: string, links: boolean): Promise<Map<string, string>> {
   const byName = new Map<string, V1Service>()
   try {
-    if (links) for (const s of (await core.listNamespacedService({namespace})).items) byName.set(s.metadata!.name!, s)
+    if (links) for (const s of await services.list(namespace)) byName.set(s.metadata!.name!, s)
     if (!byName.has('kubernetes')) {
-      const master = await orNull(core.readNamespacedService({name: 'kubernetes', namespace: 'default'}))
+      const master = (await services.list('default')).find((s) => s.metadata?.name === 'kubernetes')
       if (master) byName.set('kubernetes', master)
     }
   } catch (error) {
-    if (error instanceof MissingReference) throw error
-    throw new MissingReference(describeApiError(error))
+    throw new MissingReference((error as Error).message)
   }
   return serviceVariables([...byName.values()])
 }

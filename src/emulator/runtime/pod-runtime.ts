@@ -330,7 +330,7 @@ export class PodRuntime {
     const sandbox = this.deps.sandbox
     const root = join(sandbox, 'roots', c.name)
     const runtimeVars = {[VolumeRootEnv]: root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, runtime: runtimeVars, image: program.program.env})
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
