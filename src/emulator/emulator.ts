@@ -468,6 +468,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       await this.recorder.flush()
     } catch (error) {
       this.emit('error', `stopping: ${describeApiError(error)}`)
+    } finally {
+      this.clients.close()
     }
   }
 }

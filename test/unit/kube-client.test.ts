@@ -1,5 +1,13 @@
 import {describe, expect, test} from '@jest/globals'
-import {RequestCounter, resourceOf} from '../../src/emulator/kube/client.js'
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import * as https from 'node:https'
+import type {AddressInfo} from 'node:net'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import type {TLSSocket} from 'node:tls'
+import {kubeconfigYaml} from '../../src/cluster/controlplane.js'
+import {createCa, issueCert} from '../../src/cluster/pki.js'
+import {makeClients, RequestCounter, resourceOf} from '../../src/emulator/kube/client.js'
 
 describe('resourceOf', () => {
   test('names the resource and subresource of an API path', () => {
@@ -21,5 +29,47 @@ describe('RequestCounter', () => {
     expect(c.byMethod.get('PATCH')).toBe(2)
     expect(c.byResource.get('PATCH pods/status')).toBe(2)
     expect(c.byResource.get('PUT leases')).toBe(1)
+  })
+})
+
+describe('connection reuse', () => {
+  /** An HTTPS server that answers every request with an empty APIResourceList and counts TLS connections. */
+  async function server(dir: string) {
+    const ca = await createCa(join(dir, 'pki'), 'test-ca')
+    const serving = await issueCert(join(dir, 'pki'), ca, {name: 'server', commonName: 'server', sans: ['127.0.0.1'], usage: 'server'})
+    const client = await issueCert(join(dir, 'pki'), ca, {name: 'client', commonName: 'client', usage: 'client'})
+    let connections = 0
+    const s = https.createServer({cert: readFileSync(serving.cert), key: readFileSync(serving.key), ca: readFileSync(ca.cert), requestCert: true}, (req, res) => {
+      res.setHeader('Content-Type', 'application/json')
+      res.end(JSON.stringify({kind: 'APIResourceList', groupVersion: 'v1', resources: [], clientCN: (req.socket as TLSSocket).getPeerCertificate().subject?.CN}))
+    })
+    s.on('secureConnection', () => connections++)
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
+    const port = (s.address() as AddressInfo).port
+    const kubeconfig = join(dir, 'kubeconfig')
+    writeFileSync(kubeconfig, kubeconfigYaml(`https://127.0.0.1:${port}`, ca.cert, client, 'client'))
+    return {s, kubeconfig, connections: () => connections}
+  }
+
+  test('requests share kept-alive TLS connections (client-node alone opens one per request), still authenticated with the client certificate', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vnode-pool-'))
+    const srv = await server(dir)
+    const clients = await makeClients({kubeconfig: srv.kubeconfig, qps: 0})
+    try {
+      for (let i = 0; i < 20; i++) await clients.core.getAPIResources()
+      await Promise.all(Array.from({length: 10}, () => clients.core.getAPIResources()))
+      expect(srv.connections()).toBeLessThanOrEqual(10)
+      expect(clients.counter.total).toBe(30)
+      // Without the pool, the same requests through client-node's own authentication.
+      const before = srv.connections()
+      const plain = clients.kc.makeApiClient((await import('@kubernetes/client-node')).CoreV1Api)
+      for (let i = 0; i < 5; i++) await plain.getAPIResources()
+      expect(srv.connections() - before).toBe(5)
+    } finally {
+      clients.close()
+      srv.s.closeAllConnections()
+      srv.s.close()
+      rmSync(dir, {recursive: true, force: true})
+    }
   })
 })

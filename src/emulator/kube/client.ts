@@ -1,5 +1,6 @@
 import type * as k8s from '@kubernetes/client-node'
 import {existsSync} from 'node:fs'
+import * as https from 'node:https'
 import {UserError} from '../../errors.js'
 import {DefaultEventBurst, DefaultEventQps, DefaultKubeApiBurst, DefaultKubeApiQps, RateLimiter} from './rate-limiter.js'
 
@@ -59,6 +60,61 @@ export function resourceOf(url: string): string {
   return sub ? `${resource}/${sub}` : resource
 }
 
+/** Sockets kept per API server: enough for a burst of pod starts, bounded so a storm cannot open hundreds. */
+export const DefaultMaxApiSockets = 32
+
+type TlsOptions = https.AgentOptions
+const TlsKeys = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const
+
+function sameTls(a: TlsOptions, b: TlsOptions): boolean {
+  return TlsKeys.every((k) => {
+    const x = a[k] as unknown
+    const y = b[k] as unknown
+    return Buffer.isBuffer(x) && Buffer.isBuffer(y) ? x.equals(y) : x === y
+  })
+}
+
+/**
+ * The kubeconfig's authentication with connection reuse. client-node builds a
+ * new https.Agent for every request, so every request paid a TLS handshake and
+ * a new secure context (parsing the client key): most of vnode's CPU in a
+ * burst of pod starts, and as much again on the API server. This keeps one
+ * keep-alive agent per set of TLS options (they change only when the
+ * credentials do, e.g. an exec plugin's rotated certificate) and lets the
+ * kubeconfig set everything else (headers, tokens) per request as before.
+ */
+export class PooledAuthentication implements k8s.SecurityAuthentication {
+  private agent: https.Agent | undefined
+
+  constructor(
+    private readonly kc: k8s.KubeConfig,
+    private readonly maxSockets = DefaultMaxApiSockets,
+  ) {}
+
+  getName(): string {
+    return 'kubeconfig authentication with connection reuse'
+  }
+
+  async applySecurityAuthentication(context: k8s.RequestContext): Promise<void> {
+    await this.kc.applySecurityAuthentication(context)
+    const fresh = context.getAgent()
+    // Proxies and plain HTTP keep client-node's own agent.
+    if (!(fresh instanceof https.Agent) || fresh.constructor !== https.Agent) return
+    const options = (fresh as https.Agent & {options: TlsOptions}).options
+    if (!this.agent || !sameTls((this.agent as https.Agent & {options: TlsOptions}).options, options)) {
+      this.agent?.destroy()
+      this.agent = new https.Agent({...options, keepAlive: true, maxSockets: this.maxSockets})
+    }
+    context.setAgent(this.agent)
+  }
+
+  /** Closes the kept connections (the node stopped). */
+  close(): void {
+    this.agent?.destroy()
+    this.agent = undefined
+  }
+}
+
 /** The typed API clients one node uses, sharing one kubeconfig and one request counter. */
 export interface KubeClients {
   k8s: typeof k8s
@@ -76,6 +132,8 @@ export interface KubeClients {
   authorization: k8s.AuthorizationV1Api
   server: string
   counter: RequestCounter
+  /** Closes the connections kept open to the API server. */
+  close(): void
 }
 
 /** Loads the kubeconfig the way kubectl does: --kubeconfig, then $KUBECONFIG, then ~/.kube/config. */
@@ -118,12 +176,13 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
   const kc = await loadKubeConfig(opts)
   const server = kc.getCurrentCluster()!.server
   const counter = new RequestCounter()
+  const auth = new PooledAuthentication(kc)
   const limiter = new RateLimiter(opts.qps ?? DefaultKubeApiQps, opts.burst ?? DefaultKubeApiBurst)
   const eventLimiter = new RateLimiter(opts.eventQps ?? DefaultEventQps, opts.eventBurst ?? DefaultEventBurst)
   const configuration = (limit: RateLimiter | undefined) =>
     lib.createConfiguration({
       baseServer: new lib.ServerConfiguration(server, {}),
-      authMethods: {default: kc},
+      authMethods: {default: auth},
       promiseMiddleware: [
         {
           pre: async (ctx) => {
@@ -150,5 +209,6 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
     authorization: new lib.AuthorizationV1Api(config),
     server,
     counter,
+    close: () => auth.close(),
   }
 }
