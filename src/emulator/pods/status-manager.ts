@@ -161,8 +161,10 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   setStarting(uid: string, starting: boolean): void {
     const e = this.entries.get(uid)
-    // Starting ended: write what we have soon (the hold is over).
-    if (e && !starting) this.dirty(e)
+    if (!e || starting || this.stopped) return
+    // Starting ended: the hold already gathered the start's changes, so write now.
+    e.firstDirtyAt ??= Date.now()
+    this.schedule(e, 0)
   }
 
   reportedTerminal(uid: string): boolean {
