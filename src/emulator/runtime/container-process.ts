@@ -4,6 +4,7 @@ import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
 import {Socket} from 'node:net'
 import {Readable, type Writable} from 'node:stream'
+import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
 
@@ -280,9 +281,9 @@ export class ContainerProcess {
 async function makePipes(pipes: OutputPipes): Promise<void> {
   removePipes(pipes)
   try {
-    await execa('mkfifo', ['-m', '600', pipes.stdout, pipes.stderr])
+    await fifos.make([pipes.stdout, pipes.stderr])
   } catch (error) {
-    throw new Error(`cannot create the container's output pipes: ${(error as {shortMessage?: string}).shortMessage ?? (error as Error).message}`)
+    throw new Error(`cannot create the container's output pipes: ${(error as Error).message}`)
   }
 }
 
