@@ -59,10 +59,47 @@ export async function stopAllVnodes() {
   await Promise.all([...started].map((n) => n.stop()))
 }
 
-/** `kubectl vnode up` as a separate process; its JSON lines are kept. */
+/**
+ * `kubectl vnode up` with its dashboard, on a pseudo-terminal of 120x40 (what
+ * a user sees); only CPU and memory are read from it.
+ */
+export async function startVnodeTui(cluster, name, args = []) {
+  const {spawn: spawnPty} = await import('@lydell/node-pty')
+  const stateDir = join(cluster.dir, 'nodes', name)
+  const env = {...process.env, TERM: 'xterm-256color'}
+  delete env.CI
+  const term = spawnPty(process.execPath, [cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {cols: 120, rows: 40, env})
+  let screen = ''
+  term.onData((d) => (screen = (screen + d).slice(-20_000)))
+  const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))
+  const node = {
+    name,
+    async ready(timeoutMs = 60_000) {
+      const deadline = Date.now() + timeoutMs
+      while (!/Ready=True/.test(screen)) {
+        if (Date.now() > deadline) throw new Error(`vnode ${name} (dashboard) not ready: ${screen.slice(-500)}`)
+        await sleep(100)
+      }
+    },
+    usage: () => procUsage(term.pid),
+    async stop() {
+      started.delete(node)
+      try {
+        process.kill(term.pid, 'SIGTERM')
+      } catch {
+        /* gone */
+      }
+      return exited
+    },
+  }
+  started.add(node)
+  return node
+}
+
+/** `kubectl vnode up` as a separate process; its JSON lines are kept. BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each. */
 export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
-  const child = spawn(process.execPath, [cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   const lines = []
@@ -126,11 +163,17 @@ export function startVnode(cluster, name, args = []) {
   return node
 }
 
+/**
+ * The pod the floor can run too: one sleep, nothing to mount. (A pod with the
+ * default service account token costs one TokenRequest more per start: the
+ * start-token scenario measures it.)
+ */
 export function sleeperPod(name, nodeName, extra = {}) {
   return {
     metadata: {name, labels: {bench: 'true'}},
     spec: {
       nodeName,
+      automountServiceAccountToken: false,
       terminationGracePeriodSeconds: 30,
       tolerations: [{key: 'virtual-kubelet.io/provider', operator: 'Exists'}],
       containers: [{name: 'c', image: 'sleep', command: ['sleep', '3600']}],
@@ -173,4 +216,30 @@ export async function waitUntil(fn, what, timeoutMs) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
     await sleep(50)
   }
+}
+
+/** The API server's own request counts (apiserver_request_total), keyed "VERB resource[/subresource]". */
+export async function apiserverRequests(kc) {
+  const https = await import('node:https')
+  const opts = {}
+  await kc.applyToHTTPSOptions(opts)
+  const url = new URL(`${kc.getCurrentCluster().server}/metrics`)
+  const text = await new Promise((resolve, reject) => {
+    https
+      .get({...opts, hostname: url.hostname, port: url.port, path: url.pathname}, (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (d) => (body += d))
+        res.on('end', () => (res.statusCode === 200 ? resolve(body) : reject(new Error(`metrics: HTTP ${res.statusCode}`))))
+      })
+      .on('error', reject)
+  })
+  const counts = new Map()
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue
+    const labels = Object.fromEntries([...line.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]]))
+    const key = `${labels.verb} ${labels.resource}${labels.subresource ? `/${labels.subresource}` : ''}`
+    counts.set(key, (counts.get(key) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)))
+  }
+  return counts
 }
