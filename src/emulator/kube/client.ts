@@ -60,8 +60,12 @@ export function resourceOf(url: string): string {
   return sub ? `${resource}/${sub}` : resource
 }
 
-/** Sockets kept per API server: enough for a burst of pod starts, bounded so a storm cannot open hundreds. */
-export const DefaultMaxApiSockets = 32
+/**
+ * Idle sockets kept open to the API server. Sockets in use are not capped:
+ * node-fetch 2 (under client-node) takes a request queued on a reused socket
+ * for a premature close (node-fetch#1767); the rate limiter bounds them.
+ */
+export const DefaultMaxIdleApiSockets = 32
 
 type TlsOptions = https.AgentOptions
 const TlsKeys = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const
@@ -88,7 +92,7 @@ export class PooledAuthentication implements k8s.SecurityAuthentication {
 
   constructor(
     private readonly kc: k8s.KubeConfig,
-    private readonly maxSockets = DefaultMaxApiSockets,
+    private readonly maxIdleSockets = DefaultMaxIdleApiSockets,
   ) {}
 
   getName(): string {
@@ -103,7 +107,7 @@ export class PooledAuthentication implements k8s.SecurityAuthentication {
     const options = (fresh as https.Agent & {options: TlsOptions}).options
     if (!this.agent || !sameTls((this.agent as https.Agent & {options: TlsOptions}).options, options)) {
       this.agent?.destroy()
-      this.agent = new https.Agent({...options, keepAlive: true, maxSockets: this.maxSockets})
+      this.agent = new https.Agent({...options, keepAlive: true, maxFreeSockets: this.maxIdleSockets})
     }
     context.setAgent(this.agent)
   }
