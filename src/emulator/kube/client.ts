@@ -66,6 +66,11 @@ export function resourceOf(url: string): string {
  * for a premature close (node-fetch#1767); the rate limiter bounds them.
  */
 export const DefaultMaxIdleApiSockets = 32
+/**
+ * An idle socket is closed after this long: the lease renewal (every 10 s)
+ * keeps one connection warm, the extra sockets of a burst go away after it.
+ */
+export const DefaultApiSocketIdleMs = 15_000
 
 type TlsOptions = https.AgentOptions
 const TlsKeys = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'rejectUnauthorized', 'servername'] as const
@@ -107,7 +112,7 @@ export class PooledAuthentication implements k8s.SecurityAuthentication {
     const options = (fresh as https.Agent & {options: TlsOptions}).options
     if (!this.agent || !sameTls((this.agent as https.Agent & {options: TlsOptions}).options, options)) {
       this.agent?.destroy()
-      this.agent = new https.Agent({...options, keepAlive: true, maxFreeSockets: this.maxIdleSockets})
+      this.agent = new https.Agent({...options, keepAlive: true, maxFreeSockets: this.maxIdleSockets, timeout: DefaultApiSocketIdleMs})
     }
     context.setAgent(this.agent)
   }
