@@ -1,4 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
+import {ListFirst, runWatchLoop, type WatchEventType} from '../emulator/kube/watch-loop.js'
 import {NodeMarkerLabel, PodPidsAnnotation} from '../emulator/node/node-status.js'
 import type {KubeSession} from './session.js'
 
@@ -34,9 +35,13 @@ export interface PodList {
   resourceVersion?: string
 }
 
-/** One list per node with a spec.nodeName field selector, so the server filters and big clusters stay cheap. */
+/** The pods of the vnode nodes (or of --node) that the query selects. */
 export async function listVnodePods(session: KubeSession, q: PodQuery): Promise<PodList> {
-  const nodes = await vnodeNodeNames(session, q.node)
+  return listPodsOn(session, q, await vnodeNodeNames(session, q.node))
+}
+
+/** One list per node with a spec.nodeName field selector, so the server filters and big clusters stay cheap. */
+export async function listPodsOn(session: KubeSession, q: PodQuery, nodes: string[]): Promise<PodList> {
   const lists = await Promise.all(
     nodes.map((n) => {
       const fieldSelector = `spec.nodeName=${n}`
@@ -50,7 +55,7 @@ export async function listVnodePods(session: KubeSession, q: PodQuery): Promise<
   return {pods, nodes, resourceVersion: rvs.sort((a, b) => Number(b) - Number(a))[0]}
 }
 
-export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED'
+export type {WatchEventType}
 
 export interface PodWatchHandle {
   stop(): void
@@ -58,72 +63,98 @@ export interface PodWatchHandle {
   done: Promise<void>
 }
 
-/** How long to wait before re-opening a watch the server closed. */
+/** The first wait before re-opening a watch or relisting after a failure; it doubles up to DefaultRewatchMaxDelayMs. */
 export const DefaultRewatchDelayMs = 500
+/** A watch that keeps failing is retried this often at most: soon enough for someone looking at it. */
+export const DefaultRewatchMaxDelayMs = 5_000
+
+export interface PodChange {
+  type: WatchEventType
+  pod: V1Pod
+}
 
 /**
- * Watches the pods of the given vnode nodes from a resourceVersion, re-opening
- * the watch when the server closes it and re-listing when the version expired (410).
- * One node uses a field selector; several filter on the client.
+ * What a relist shows that the watch missed, against the pods already
+ * shown (by UID): the ones gone (as deletions), then new ones (ADDED) and
+ * changed ones (MODIFIED, by resourceVersion). A pod whose resourceVersion
+ * did not change is not in it: it was printed as it is.
+ */
+export function relistChanges(known: ReadonlyMap<string, V1Pod>, listed: V1Pod[], now = new Date()): PodChange[] {
+  const listedUids = new Set(listed.map((p) => p.metadata?.uid))
+  const changes: PodChange[] = []
+  for (const [uid, pod] of known) {
+    if (listedUids.has(uid)) continue
+    // Deleted while we were not watching: when is unknown, now is the closest we have. With a
+    // deletion time the row reads Terminating, as the last row of a deleted pod does.
+    const gone = pod.metadata?.deletionTimestamp ? pod : {...pod, metadata: {...pod.metadata, deletionTimestamp: now}}
+    changes.push({type: 'DELETED', pod: gone})
+  }
+  for (const pod of listed) {
+    const before = known.get(pod.metadata?.uid ?? '')
+    if (!before) changes.push({type: 'ADDED', pod})
+    else if (before.metadata?.resourceVersion !== pod.metadata?.resourceVersion) changes.push({type: 'MODIFIED', pod})
+  }
+  return changes
+}
+
+/**
+ * Watches the pods of the listed nodes from the list's resourceVersion,
+ * re-opening the watch when the server closes it. When the version expired
+ * (410 Gone) it lists again and reports only what changed since (see
+ * relistChanges), then watches from the new list. One node uses a field
+ * selector; several filter on the client.
  */
 export function watchVnodePods(
   session: KubeSession,
   q: PodQuery,
-  nodes: string[],
-  fromVersion: string | undefined,
+  from: PodList,
   onEvent: (type: WatchEventType, pod: V1Pod) => void,
   onError: (error: unknown) => void = () => undefined,
 ): PodWatchHandle {
-  const watch = new session.lib.Watch(session.kc)
   const path = q.namespace === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${encodeURIComponent(q.namespace)}/pods`
-  const nodeSet = new Set(nodes)
-  let rv = fromVersion
-  let stopped = false
-  let current: AbortController | undefined
-  let timer: NodeJS.Timeout | undefined
-  let finish!: () => void
-  const done = new Promise<void>((resolve) => (finish = resolve))
-
-  const open = async (): Promise<void> => {
-    if (stopped) return
-    const query: Record<string, string | boolean> = {allowWatchBookmarks: true}
-    if (rv) query.resourceVersion = rv
-    if (q.labelSelector) query.labelSelector = q.labelSelector
-    if (nodes.length === 1) query.fieldSelector = `spec.nodeName=${nodes[0]}`
-    try {
-      current = await watch.watch(
-        path,
-        query,
-        (type: string, obj: V1Pod & {metadata?: {resourceVersion?: string}}) => {
-          if (obj?.metadata?.resourceVersion) rv = obj.metadata.resourceVersion
-          if (type === 'BOOKMARK' || type === 'ERROR') {
-            if (type === 'ERROR' && (obj as {code?: number}).code === 410) rv = undefined
-            return
-          }
-          if (!nodeSet.has(obj.spec?.nodeName ?? '')) return
-          onEvent(type as WatchEventType, obj)
-        },
-        (err: unknown) => {
-          if (stopped) return
-          if (err && (err as {name?: string}).name !== 'AbortError') onError(err)
-          timer = setTimeout(() => void open(), DefaultRewatchDelayMs)
-        },
-      )
-    } catch (error) {
-      if (stopped) return
-      onError(error)
-      timer = setTimeout(() => void open(), DefaultRewatchDelayMs * 4)
-    }
+  const nodeSet = new Set(from.nodes)
+  const ac = new AbortController()
+  /** The pods as last reported, by UID: what a relist is compared with. */
+  const known = new Map<string, V1Pod>()
+  const remember = (type: WatchEventType, pod: V1Pod) => {
+    const uid = pod.metadata?.uid
+    if (!uid) return
+    if (type === 'DELETED') known.delete(uid)
+    else known.set(uid, pod)
   }
-  void open()
+  for (const p of from.pods) remember('ADDED', p)
+  const deliver = (type: WatchEventType, pod: V1Pod) => {
+    if (ac.signal.aborted || !nodeSet.has(pod.spec?.nodeName ?? '')) return
+    remember(type, pod)
+    onEvent(type, pod)
+  }
+  const loop = runWatchLoop(
+    {
+      kc: session.kc,
+      path,
+      query: {labelSelector: q.labelSelector, fieldSelector: from.nodes.length === 1 ? `spec.nodeName=${from.nodes[0]}` : undefined},
+      from: from.resourceVersion ?? ListFirst,
+      list: async () => {
+        const list = await listPodsOn(session, q, from.nodes)
+        for (const c of relistChanges(known, list.pods)) deliver(c.type, c.pod)
+        return list.resourceVersion
+      },
+      onEvent: (type, obj) => deliver(type, obj as V1Pod),
+      onError,
+      retryInitialMs: DefaultRewatchDelayMs,
+      retryMaxMs: DefaultRewatchMaxDelayMs,
+    },
+    ac.signal,
+  )
+  let stopped!: () => void
+  const stop = new Promise<void>((resolve) => (stopped = resolve))
   return {
     stop() {
-      stopped = true
-      if (timer) clearTimeout(timer)
-      current?.abort()
-      finish()
+      ac.abort()
+      stopped()
     },
-    done,
+    // A list under way when stopped is not waited for.
+    done: Promise.race([loop, stop]),
   }
 }
 

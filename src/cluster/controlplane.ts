@@ -39,6 +39,12 @@ export interface ClusterOptions {
   port?: number
   /** node-monitor-grace-period of the node lifecycle controller, e.g. "40s". */
   nodeMonitorGracePeriod?: string
+  /**
+   * Extra kube-apiserver flags, appended after vnode's own (so a later one
+   * wins), e.g. ["--watch-cache=false"]: a way to try vnode against server
+   * behaviour the defaults hide.
+   */
+  apiserverArgs?: string[]
   log?: (line: string) => void
 }
 
@@ -250,6 +256,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       // kubeadm's order: a node's Hostname often resolves to loopback, which the API server refuses to proxy to.
       '--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname',
       '--allow-privileged=true', '--profiling=false', '--v=0',
+      ...(opts.apiserverArgs ?? []),
     ],
     'kube-controller-manager': [
       `--kubeconfig=${cmKubeconfig}`, `--authentication-kubeconfig=${cmKubeconfig}`, `--authorization-kubeconfig=${cmKubeconfig}`,

@@ -45,8 +45,8 @@ export default class Pods extends Command {
       }
       const {watchVnodePods} = await import('../cli/pods-service.js')
       const live = render.liveTableWanted(output as PodsFormat)
-      const start = (onEvent: Parameters<typeof watchVnodePods>[4]) =>
-        watchVnodePods(session, query, list.nodes, list.resourceVersion, onEvent, (e) => process.stderr.write(`${kubectlErrorText(e, session)}\n`))
+      const start = (onEvent: Parameters<typeof watchVnodePods>[3]) =>
+        watchVnodePods(session, query, list, onEvent, (e) => process.stderr.write(`${kubectlErrorText(e, session)}\n`))
       await (live ? render.runLivePodTable : render.runPodWatchLines)(list.pods, opts, start)
     } catch (error) {
       failWithKubeError(error, session)

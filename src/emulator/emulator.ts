@@ -297,7 +297,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await this.nodeController.syncStatus(true)
     await this.recorder.flush()
     if (stopped()) return
-    const watcher = new NodeWatcher(this.clients.kc, this.opts.name, this.clients.counter, {
+    const watcher = new NodeWatcher({kc: this.clients.kc, core: this.clients.core, name: this.opts.name, counter: this.clients.counter}, {
       modified: (n) => this.nodeController.observe(n),
       deleted: () => void this.nodeController.ensureRegistered(),
     })

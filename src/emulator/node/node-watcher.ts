@@ -1,9 +1,10 @@
-import {type KubeConfig, type V1Node, Watch} from '@kubernetes/client-node'
-import {Backoff, sleep} from '../kube/backoff.js'
+import type {CoreV1Api, KubeConfig, V1Node} from '@kubernetes/client-node'
 import type {RequestCounter} from '../kube/client.js'
+import {DefaultWatchTimeoutSeconds, runWatchLoop} from '../kube/watch-loop.js'
 
 /** Server-side watch timeout; the watch is renewed from the last resourceVersion. */
-export const DefaultNodeWatchTimeoutSeconds = 300
+export const DefaultNodeWatchTimeoutSeconds = DefaultWatchTimeoutSeconds
+/** The kubelet's backoff for its node's requests: 200 ms to 7 s. */
 export const DefaultNodeWatchRetryInitialMs = 200
 export const DefaultNodeWatchRetryMaxMs = 7_000
 
@@ -13,6 +14,15 @@ export interface NodeWatchHandlers {
   deleted: () => void
 }
 
+export interface NodeWatcherOptions {
+  kc: KubeConfig
+  /** Relists the node when the watch's resourceVersion expired. */
+  core: CoreV1Api
+  name: string
+  counter: RequestCounter
+  timeoutSeconds?: number
+}
+
 /**
  * Watches our own Node object: one long-running request instead of a GET
  * every status interval. It is how vnode learns, at no polling cost, that the
@@ -20,71 +30,39 @@ export interface NodeWatchHandlers {
  * overwrote a condition it owns.
  */
 export class NodeWatcher {
-  private resourceVersion: string | undefined
-
   constructor(
-    private readonly kc: KubeConfig,
-    private readonly name: string,
-    private readonly counter: RequestCounter,
+    private readonly opts: NodeWatcherOptions,
     private readonly handlers: NodeWatchHandlers,
-    private readonly timeoutSeconds = DefaultNodeWatchTimeoutSeconds,
   ) {}
 
   async run(signal: AbortSignal): Promise<void> {
-    const watch = new Watch(this.kc)
-    const backoff = new Backoff(DefaultNodeWatchRetryInitialMs, DefaultNodeWatchRetryMaxMs)
-    while (!signal.aborted) {
-      const error = await this.watchOnce(watch, signal)
-      if (signal.aborted) return
-      if (error) await sleep(backoff.next(), signal)
-      else backoff.reset()
-    }
-  }
-
-  /** One watch request; resolves when the server closes it (undefined) or it fails (the error). */
-  private watchOnce(watch: Watch, signal: AbortSignal): Promise<unknown> {
-    return new Promise((resolve) => {
-      let abort: AbortController | undefined
-      const onAbort = () => abort?.abort()
-      signal.addEventListener('abort', onAbort, {once: true})
-      this.counter.record('WATCH', '/api/v1/nodes')
-      const closed = this.counter.watchOpened()
-      const finish = (err: unknown) => {
-        closed()
-        signal.removeEventListener('abort', onAbort)
-        resolve(err ?? undefined)
-      }
-      watch
-        .watch(
-          '/api/v1/nodes',
-          {
-            fieldSelector: `metadata.name=${this.name}`,
-            allowWatchBookmarks: true,
-            timeoutSeconds: this.timeoutSeconds,
-            resourceVersion: this.resourceVersion,
-          },
-          (type: string, obj: V1Node & {code?: number}) => this.onEvent(type, obj),
-          finish,
-        )
-        .then(
-          (ac) => {
-            abort = ac
-            if (signal.aborted) ac.abort()
-          },
-          finish,
-        )
-    })
-  }
-
-  private onEvent(type: string, obj: V1Node & {code?: number}): void {
-    if (type === 'ERROR') {
-      // 410 Gone: our resourceVersion is too old; start again from the current state.
-      this.resourceVersion = undefined
-      return
-    }
-    const rv = obj.metadata?.resourceVersion
-    if (rv) this.resourceVersion = rv
-    if (type === 'ADDED' || type === 'MODIFIED') this.handlers.modified(obj)
-    else if (type === 'DELETED') this.handlers.deleted()
+    const fieldSelector = `metadata.name=${this.opts.name}`
+    await runWatchLoop(
+      {
+        kc: this.opts.kc,
+        path: '/api/v1/nodes',
+        query: {fieldSelector},
+        // Started without a version, the watch's first event is the node as it is: no list at start-up,
+        // so the start costs one request.
+        from: undefined,
+        // After 410 Gone: the node as it is now, or its absence (deleted while we were not watching).
+        list: async () => {
+          const list = await this.opts.core.listNode({fieldSelector})
+          const node = list.items.find((n) => n.metadata?.name === this.opts.name)
+          if (node) this.handlers.modified(node)
+          else this.handlers.deleted()
+          return list.metadata?.resourceVersion
+        },
+        onEvent: (type, obj) => {
+          if (type === 'DELETED') this.handlers.deleted()
+          else this.handlers.modified(obj as V1Node)
+        },
+        counter: this.opts.counter,
+        timeoutSeconds: this.opts.timeoutSeconds ?? DefaultNodeWatchTimeoutSeconds,
+        retryInitialMs: DefaultNodeWatchRetryInitialMs,
+        retryMaxMs: DefaultNodeWatchRetryMaxMs,
+      },
+      signal,
+    )
   }
 }
