@@ -122,8 +122,10 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
       return statsLines()[before].summary as {openWatches: number; byResource: Record<string, number>}
     }
     const baseline = await stats()
-    expect(baseline.openWatches).toBe(2)
+    // node, pods and services
+    expect(baseline.openWatches).toBe(3)
     expect(baseline.byResource['GET pods']).toBe(1)
+    expect(baseline.byResource['GET services']).toBe(1)
     const steadyVersion = (await readPod(core, ns, 'steady'))!.metadata!.resourceVersion
     await core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'tick'}, data: {n: '0'}}})
     const tick = async (n: number) =>
@@ -191,10 +193,11 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     expect(count('steady', 'Killing')).toBe(0)
     expect(count('born', 'Started')).toBe(1)
 
-    // vnode relisted its pods, and its watches are back to node + pods, not piled up.
+    // vnode relisted its pods and services, and its watches are back to node, pods and services, not piled up.
     const after = await stats()
     expect(after.byResource['GET pods']).toBeGreaterThanOrEqual(2)
-    expect(after.openWatches).toBe(2)
+    await waitFor(async () => ((await stats()).byResource['GET services'] ?? 0) >= 2, 'the services relisted', 20_000, 500)
+    expect((await stats()).openWatches).toBe(3)
 
     // pods -w: the new pod and both deletions, and nothing it had printed already.
     await waitFor(() => running(printedPods(out.slice(outAtRestore)).filter((x) => x.metadata?.name === 'born').pop()), 'pods -w printing born running', 20_000, 100)

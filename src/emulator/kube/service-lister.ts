@@ -1,11 +1,7 @@
-import {type CoreV1Api, type KubeConfig, ListWatch, type V1Service, Watch} from '@kubernetes/client-node'
-import {Backoff, sleep} from './backoff.js'
+import type {CoreV1Api, KubeConfig, V1Service} from '@kubernetes/client-node'
 import type {RequestCounter} from './client.js'
+import {ListFirst, runWatchLoop} from './watch-loop.js'
 
-/** The watch is closed and resumed from its resourceVersion this often, like the pod watch. */
-export const DefaultServiceWatchTimeoutSeconds = 300
-export const DefaultServiceRetryInitialMs = 500
-export const DefaultServiceRetryMaxMs = 10_000
 /** How long a container start waits for the first listing before it fails (and is retried). */
 export const DefaultServiceSyncWaitMs = 10_000
 
@@ -17,68 +13,73 @@ export interface ServiceLookup {
 
 export class ServicesNotSynced extends Error {}
 
+const keyOf = (s: V1Service) => `${s.metadata?.namespace ?? ''}/${s.metadata?.name ?? ''}`
+
 /**
  * One list+watch of every Service in the cluster, as the kubelet's service
  * informer: the service environment variables of a container cost no
- * request, however many pods start at once. Built on client-node's ListWatch
- * (which relists on 410 Gone); failures are retried with capped backoff.
+ * request, however many pods start at once. Runs on the shared watch loop
+ * (resume, relist on 410 Gone, capped backoff).
  */
 export class ServiceLister implements ServiceLookup {
-  private readonly informer: ListWatch<V1Service>
-  private stopped = false
+  /** namespace -> name -> Service */
+  private readonly byNamespace = new Map<string, Map<string, V1Service>>()
   private listed = false
   private readonly waiters = new Set<() => void>()
-  private readonly backoff = new Backoff(DefaultServiceRetryInitialMs, DefaultServiceRetryMaxMs)
   private readonly abort = new AbortController()
-  private closeWatch: (() => void) | undefined
+  private loop: Promise<void> | undefined
 
   constructor(
     private readonly core: CoreV1Api,
-    kc: KubeConfig,
+    private readonly kc: KubeConfig,
     private readonly counter?: RequestCounter,
-    private readonly opts: {watchTimeoutSeconds?: number; syncWaitMs?: number} = {},
-  ) {
-    const watch = new Watch(kc)
-    // A counted watch with a server timeout and bookmarks (ListWatch asks for neither).
-    const counted = {
-      watch: (path: string, params: Record<string, unknown>, cb: (type: string, obj: unknown, raw: unknown) => void, done: (err: unknown) => void) => {
-        this.counter?.record('WATCH', path)
-        this.closeWatch?.()
-        const closed = this.counter?.watchOpened() ?? (() => undefined)
-        this.closeWatch = closed
-        const query = {...params, allowWatchBookmarks: true, timeoutSeconds: this.opts.watchTimeoutSeconds ?? DefaultServiceWatchTimeoutSeconds}
-        return watch.watch(path, query, cb, (err: unknown) => {
-          closed()
-          done(err)
-        })
-      },
-    } as unknown as Watch
-    this.informer = new ListWatch<V1Service>('/api/v1/services', counted, () => this.list0(), false)
-    this.informer.on('error', () => void this.retry())
-  }
-
-  private async list0() {
-    const list = await this.core.listServiceForAllNamespaces()
-    this.listed = true
-    this.backoff.reset()
-    for (const w of this.waiters) w()
-    this.waiters.clear()
-    return list
-  }
+    private readonly opts: {syncWaitMs?: number} = {},
+  ) {}
 
   start(): void {
-    void this.informer.start()
+    this.loop ??= runWatchLoop(
+      {
+        kc: this.kc,
+        path: '/api/v1/services',
+        from: ListFirst,
+        list: async () => {
+          const list = await this.core.listServiceForAllNamespaces()
+          this.replace(list.items)
+          return list.metadata?.resourceVersion
+        },
+        onEvent: (type, obj) => {
+          const s = obj as V1Service
+          if (type === 'DELETED') this.byNamespace.get(s.metadata?.namespace ?? '')?.delete(s.metadata?.name ?? '')
+          else this.put(s)
+        },
+        counter: this.counter,
+      },
+      this.abort.signal,
+    )
   }
 
-  private async retry(): Promise<void> {
-    if (this.stopped) return
-    await sleep(this.backoff.next(), this.abort.signal)
-    if (!this.stopped) void this.informer.start()
+  private put(s: V1Service): void {
+    const ns = s.metadata?.namespace ?? ''
+    let names = this.byNamespace.get(ns)
+    if (!names) this.byNamespace.set(ns, (names = new Map()))
+    names.set(s.metadata?.name ?? '', s)
+  }
+
+  private replace(items: V1Service[]): void {
+    const keep = new Set(items.map(keyOf))
+    for (const [ns, names] of this.byNamespace) {
+      for (const name of names.keys()) if (!keep.has(`${ns}/${name}`)) names.delete(name)
+      if (names.size === 0) this.byNamespace.delete(ns)
+    }
+    for (const s of items) this.put(s)
+    this.listed = true
+    for (const w of this.waiters) w()
+    this.waiters.clear()
   }
 
   async list(namespace: string): Promise<readonly V1Service[]> {
     if (!this.listed) await this.synced()
-    return this.informer.list(namespace)
+    return [...(this.byNamespace.get(namespace)?.values() ?? [])]
   }
 
   private synced(): Promise<void> {
@@ -96,11 +97,10 @@ export class ServiceLister implements ServiceLookup {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true
     this.abort.abort()
-    await this.informer.stop()
-    this.closeWatch?.()
+    await this.loop
     for (const w of this.waiters) w()
     this.waiters.clear()
+    this.byNamespace.clear()
   }
 }
