@@ -33,6 +33,21 @@ print(pid, flush=True); time.sleep(30)`
     }
   })
 
+  test('a group whose leader is gone is alive while another member runs, and gone once it ends', async () => {
+    const leader = spawn('sh', ['-c', 'sleep 30 & echo $!'], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
+    const member = Number(await new Promise<string>((r) => leader.stdout.once('data', (d: Buffer) => r(d.toString().trim()))))
+    await new Promise((r) => leader.once('exit', r))
+    try {
+      expect(readStat(leader.pid!)).toBeUndefined()
+      expect(readStat(member)!.pgrp).toBe(leader.pid)
+      expect(isGroupAlive(leader.pid!)).toBe(true)
+    } finally {
+      process.kill(member, 'SIGKILL')
+    }
+    for (let i = 0; i < 100 && isGroupAlive(leader.pid!); i++) await new Promise((r) => setTimeout(r, 20))
+    expect(isGroupAlive(leader.pid!)).toBe(false)
+  })
+
   test('readStat parses a command name with spaces and parentheses', () => {
     const s = readStat(process.pid)!
     expect(s.pid).toBe(process.pid)

@@ -60,11 +60,23 @@ export function podSandbox(stateDir: string, uid: string): string {
   return join(stateDir, 'pods', uid)
 }
 
+/**
+ * Synchronous on purpose: once a process is spawned its pid must be on disk
+ * before anything else can happen, or a crash right then leaves a process
+ * no later vnode can adopt. Compact JSON, and the sandbox is made only when
+ * missing: this runs on every container state change.
+ */
 export function writePodRecord(record: PodRecord): void {
-  mkdirSync(record.sandbox, {recursive: true, mode: 0o700})
   const path = join(record.sandbox, PodRecordFile)
   const tmp = `${path}.tmp-${process.pid}`
-  writeFileSync(tmp, JSON.stringify(record, null, 2), {mode: 0o600})
+  const text = JSON.stringify(record)
+  try {
+    writeFileSync(tmp, text, {mode: 0o600})
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    mkdirSync(record.sandbox, {recursive: true, mode: 0o700})
+    writeFileSync(tmp, text, {mode: 0o600})
+  }
   renameSync(tmp, path)
 }
 

@@ -52,9 +52,18 @@ export function groupMembers(pgid: number): ProcStat[] {
 /**
  * Whether any process of the group is still alive. `kill(-pgid, 0)` is not
  * enough: it succeeds while only zombies are left, which never go away when
- * their parent does not reap them.
+ * their parent does not reap them. It answers the common cases without a
+ * scan of /proc (which reads every process's stat, and is polled during
+ * every termination): no process at all, or a live group leader.
  */
 export function isGroupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false
+  }
+  const leader = readStat(pgid)
+  if (leader && leader.pgrp === pgid && leader.state !== 'Z' && leader.state !== 'X') return true
   return groupMembers(pgid).length > 0
 }
 
