@@ -1,6 +1,7 @@
 import type * as k8s from '@kubernetes/client-node'
 import {existsSync} from 'node:fs'
 import * as https from 'node:https'
+import * as tls from 'node:tls'
 import {UserError} from '../../errors.js'
 import {DefaultEventBurst, DefaultEventQps, DefaultKubeApiBurst, DefaultKubeApiQps, RateLimiter} from './rate-limiter.js'
 
@@ -112,7 +113,9 @@ export class PooledAuthentication implements k8s.SecurityAuthentication {
     const options = (fresh as https.Agent & {options: TlsOptions}).options
     if (!this.agent || !sameTls((this.agent as https.Agent & {options: TlsOptions}).options, options)) {
       this.agent?.destroy()
-      this.agent = new https.Agent({...options, keepAlive: true, maxFreeSockets: this.maxIdleSockets, timeout: DefaultApiSocketIdleMs})
+      // One secure context for every connection: a burst opens many sockets, and each context parses the key again.
+      const secureContext = tls.createSecureContext({ca: options.ca, cert: options.cert, key: options.key, pfx: options.pfx, passphrase: options.passphrase})
+      this.agent = new https.Agent({...options, secureContext, keepAlive: true, maxFreeSockets: this.maxIdleSockets, timeout: DefaultApiSocketIdleMs})
     }
     context.setAgent(this.agent)
   }
