@@ -34,9 +34,10 @@ print(pid, flush=True); time.sleep(30)`
   })
 
   test('a group whose leader is gone is alive while another member runs, and gone once it ends', async () => {
-    const leader = spawn('sh', ['-c', 'sleep 30 & echo $!'], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
+    const leader = spawn('sh', ['-c', 'sleep 30 >/dev/null & echo $!'], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
+    const exited = new Promise((r) => leader.once('exit', r))
     const member = Number(await new Promise<string>((r) => leader.stdout.once('data', (d: Buffer) => r(d.toString().trim()))))
-    await new Promise((r) => leader.once('exit', r))
+    await exited
     try {
       expect(readStat(leader.pid!)).toBeUndefined()
       expect(readStat(member)!.pgrp).toBe(leader.pid)
