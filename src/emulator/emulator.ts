@@ -326,6 +326,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const {PodController} = await import('./pods/pod-controller.js')
     this.podController = new PodController({
       core: this.clients.core,
+      statusWriter: {core: this.clients.preThrottledCore, throttle: () => this.clients.limiter.acquire()},
       kc: this.clients.kc,
       counter: this.clients.counter,
       nodeName: this.opts.name,

@@ -57,7 +57,7 @@ afterEach(async () => {
   for (const c of controllers.splice(0)) await c.stop()
 })
 
-function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number} = {}) {
+function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number; throttle?: () => Promise<void>} = {}) {
   const core = new FakeCore()
   const provider = new TestProvider()
   const events: {reason: string; type: string; message: string}[] = []
@@ -72,6 +72,7 @@ function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number} = {}
     statusCoalesceMs: 20,
     resyncIntervalMs: opts.resyncIntervalMs,
     transitionHoldMs: opts.transitionHoldMs,
+    statusWriter: opts.throttle ? {core: core as unknown as CoreV1Api, throttle: opts.throttle} : undefined,
   })
   controllers.push(c)
   return {core, provider, c, events}
@@ -91,6 +92,27 @@ describe('pod workers and the status manager with a test provider', () => {
     // The provider mutated its copy; the config's pod is untouched.
     expect(c.config.get(p.metadata!.uid!)!.metadata!.annotations!['test.vnode.dev/mutated']).toBeUndefined()
     expect(provider.calls.map((x) => x.op)).toEqual(['create'])
+  })
+
+  test('a write that waits for its rate-limit token is built when the token comes: a start queued past the hold is still one write (Running)', async () => {
+    let open!: () => void
+    const gate = new Promise<void>((r) => (open = r))
+    let waiting = 0
+    const {core, c} = setup({transitionHoldMs: 50, throttle: async () => {
+      waiting++
+      await gate
+    }})
+    const p = pod('queued', {env: {TEST_START_MS: '300'}})
+    c.upsert(p)
+    // The hold ended while the start still runs: a ContainerCreating write asks for its token...
+    await until(() => waiting === 1, 'a write waiting for its token')
+    // ...and gets it only once the container runs.
+    await until(() => c.status.build(p.metadata!.uid!)?.phase === 'Running', 'the start to finish')
+    open()
+    await until(() => core.patches.length === 1, 'the write')
+    await new Promise((r) => setTimeout(r, 150))
+    expect(core.statuses('queued')).toHaveLength(1)
+    expect(core.statuses('queued')[0]).toMatchObject({phase: 'Running'})
   })
 
   test('graceful delete: deletePod with the grace, terminal status, then DELETE grace 0 with the UID precondition as soon as processes end', async () => {

@@ -132,6 +132,10 @@ export interface KubeClients {
   k8s: typeof k8s
   kc: k8s.KubeConfig
   core: k8s.CoreV1Api
+  /** The pod traffic's budget (--kube-api-qps/--kube-api-burst), for callers that take a token before they build a request. */
+  limiter: RateLimiter
+  /** Counted but not throttled: for requests whose token was taken from `limiter` beforehand. */
+  preThrottledCore: k8s.CoreV1Api
   /** Events, with a rate limit of their own (the kubelet's event client): events never delay a pod's start. */
   events: k8s.CoreV1Api
   /** Node status and registration, unthrottled (the kubelet's heartbeat client). */
@@ -215,6 +219,8 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
     kc,
     core: new lib.CoreV1Api(config),
     events: new lib.CoreV1Api(configuration(eventLimiter)),
+    limiter,
+    preThrottledCore: new lib.CoreV1Api(heartbeat),
     heartbeatCore: new lib.CoreV1Api(heartbeat),
     coordination: new lib.CoordinationV1Api(heartbeat),
     authentication: new lib.AuthenticationV1Api(config),

@@ -28,6 +28,8 @@ export const OrphanGracePeriodSeconds = 1
 
 export interface PodControllerOptions {
   core: CoreV1Api
+  /** Status writes and the final delete: a client that does not throttle, with the throttle to wait for before building each request. */
+  statusWriter?: {core: CoreV1Api; throttle: () => Promise<void>}
   kc: KubeConfig
   counter?: RequestCounter
   nodeName: string
@@ -102,7 +104,8 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       onError: (m) => this.emit('error', m),
       retryInitialMs: opts.mirrorRetryInitialMs,
     })
-    this.status = new StatusManager(opts.core, {
+    this.status = new StatusManager(opts.statusWriter?.core ?? opts.core, {
+      throttle: opts.statusWriter?.throttle,
       mirrorTarget: (pod) => this.mirrors.target(pod),
       nodeIP: opts.nodeIP,
       coalesceMs: opts.statusCoalesceMs,

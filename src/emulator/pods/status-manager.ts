@@ -27,6 +27,14 @@ export interface StatusManagerHooks {
 
 export interface StatusManagerOptions {
   nodeIP: string
+  /**
+   * Waits for a token of the client's rate limit; the client given then
+   * must not throttle again. Taking the token before building the status,
+   * as the kubelet's status manager syncs the latest status when its turn
+   * comes, means a pod whose write waited in the queue writes what it is by
+   * then: under a burst, ContainerCreating and Running become one write.
+   */
+  throttle?: () => Promise<void>
   hooks: StatusManagerHooks
   coalesceMs?: number
   transitionHoldMs?: number
@@ -272,7 +280,10 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const moved = e.writtenTo !== target.uid
     // A pod that was finished before we saw it, or that we already finished, keeps its status.
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
-    if (!done) {
+    if (!done && (moved || !isDeepStrictEqual(this.buildFor(e), e.written))) {
+      await this.opts.throttle?.()
+      if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
+      // Built after the wait: whatever changed meanwhile goes in this one write.
       const status = this.buildFor(e)
       if (moved || !isDeepStrictEqual(status, e.written)) {
         try {
@@ -294,6 +305,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const phase = e.written?.phase ?? e.pod.status?.phase
     // canBeDeleted: being deleted, terminal in the API, and no process left.
     if (e.terminal && e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted) {
+      await this.opts.throttle?.()
+      if (this.stopped) return
       try {
         await this.core.deleteNamespacedPod({name: name!, namespace: namespace!, gracePeriodSeconds: 0, body: {gracePeriodSeconds: 0, preconditions: {uid}}})
         e.deleted = true
