@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {execFileSync, spawn} from 'node:child_process'
-import {groupMembers, isGroupAlive, readStat} from '../../src/emulator/runtime/proc.js'
+import {groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/proc.js'
 import {checkRelativePath} from '../../src/emulator/runtime/volumes.js'
 
 describe('/proc helpers', () => {
@@ -47,6 +47,27 @@ print(pid, flush=True); time.sleep(30)`
     }
     for (let i = 0; i < 100 && isGroupAlive(leader.pid!); i++) await new Promise((r) => setTimeout(r, 20))
     expect(isGroupAlive(leader.pid!)).toBe(false)
+  })
+
+  test('processGroups: the members of several groups from one pass, as groupMembers finds them one by one', async () => {
+    const groups = Array.from({length: 3}, () => spawn('sh', ['-c', 'sleep 30 & sleep 30; wait'], {stdio: 'ignore', detached: true}))
+    try {
+      const pgids = groups.map((g) => g.pid!)
+      let all = new Map<number, unknown[]>()
+      for (let i = 0; i < 100; i++) {
+        all = processGroups(new Set(pgids))
+        if (pgids.every((p) => all.get(p)?.length === 3)) break
+        await new Promise((r) => setTimeout(r, 20))
+      }
+      for (const p of pgids) {
+        expect(all.get(p)).toHaveLength(3)
+        expect(groupMembers(p).map((m) => m.pid).sort()).toEqual((all.get(p) as {pid: number}[]).map((m) => m.pid).sort())
+      }
+      expect(processGroups(new Set([pgids[0]])).has(pgids[1])).toBe(false)
+      expect(processGroups(new Set()).size).toBe(0)
+    } finally {
+      for (const g of groups) process.kill(-g.pid!, 'SIGKILL')
+    }
   })
 
   test('readStat parses a command name with spaces and parentheses', () => {

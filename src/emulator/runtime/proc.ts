@@ -34,7 +34,17 @@ export function readStat(pid: number): ProcStat | undefined {
 
 /** Live (non-zombie) processes of a process group. */
 export function groupMembers(pgid: number): ProcStat[] {
-  const out: ProcStat[] = []
+  return processGroups(new Set([pgid])).get(pgid) ?? []
+}
+
+/**
+ * Live (non-zombie) processes of several process groups, from one pass over
+ * /proc (which reads every process's stat): per group, a pass each would
+ * cost the number of groups times the number of processes.
+ */
+export function processGroups(pgids: ReadonlySet<number>): Map<number, ProcStat[]> {
+  const out = new Map<number, ProcStat[]>()
+  if (pgids.size === 0) return out
   let entries: string[]
   try {
     entries = readdirSync('/proc')
@@ -44,7 +54,10 @@ export function groupMembers(pgid: number): ProcStat[] {
   for (const d of entries) {
     if (d.charCodeAt(0) > 57 || d.charCodeAt(0) < 48) continue
     const s = readStat(Number(d))
-    if (s && s.pgrp === pgid && s.state !== 'Z' && s.state !== 'X') out.push(s)
+    if (!s || !pgids.has(s.pgrp) || s.state === 'Z' || s.state === 'X') continue
+    const list = out.get(s.pgrp)
+    if (list) list.push(s)
+    else out.set(s.pgrp, [s])
   }
   return out
 }

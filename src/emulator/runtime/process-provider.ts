@@ -9,7 +9,7 @@ import {type ContainerRef, type ContainerStreaming, ExitCodeError, type StreamIO
 import {attachToProcess} from './container-attach.js'
 import {startExec} from './container-exec.js'
 import type {ContainerProcess} from './container-process.js'
-import {isGroupAlive, signalGroup} from './proc.js'
+import {isGroupAlive, processGroups, signalGroup} from './proc.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
 import type {NodeFacts} from './env.js'
 import {ImageMap} from './images.js'
@@ -181,11 +181,12 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
 
   /** Per-container CPU seconds, resident memory and process count, from /proc. */
   usage(): PodUsage[] {
+    const groups = processGroups(new Set([...this.pods.values()].flatMap((rt) => rt.containers.filter((c) => c.proc).map((c) => c.proc!.pgid))))
     return [...this.pods.values()].map((rt) => ({
       namespace: rt.pod.metadata!.namespace!,
       name: rt.pod.metadata!.name!,
       uid: rt.uid,
-      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid, c.proc!.startedAt)),
+      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid, c.proc!.startedAt, groups.get(c.proc!.pgid) ?? [])),
     }))
   }
 

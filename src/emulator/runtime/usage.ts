@@ -1,11 +1,10 @@
 import type {ContainerUsage} from '../provider/usage.js'
-import {ClockTicksPerSecond, groupMembers, PageSize, readStat} from './proc.js'
+import {ClockTicksPerSecond, groupMembers, PageSize, type ProcStat, readStat} from './proc.js'
 
 export type {ContainerUsage, PodUsage} from '../provider/usage.js'
 
-/** A container's usage from /proc: the sum over its process group. */
-export function processGroupUsage(name: string, pgid: number, startTime?: Date): ContainerUsage {
-  const members = groupMembers(pgid)
+/** A container's usage from /proc: the sum over its process group's members (groupMembers, or one processGroups pass for many). */
+export function processGroupUsage(name: string, pgid: number, startTime?: Date, members: ProcStat[] = groupMembers(pgid)): ContainerUsage {
   let ticks = 0
   let rss = 0
   for (const p of members) {
