@@ -184,30 +184,48 @@ export function sleeperPod(name, nodeName, extra = {}) {
 
 /**
  * Watches the pods of a namespace and records, per pod, when all containers
- * were first seen started and when the pod was first seen gone.
+ * were first seen started and when the pod was first seen gone. The API
+ * server closes a watch whose reader falls behind (as this one can in a
+ * burst of 500 pods on 2 cores): it is reopened from the last
+ * resourceVersion seen, so no event is lost.
  */
 export async function podObserver(kc, namespace) {
   const started = new Map()
   const gone = new Map()
   const deleting = new Map()
   const watch = new k8s.Watch(kc)
-  const ctl = await watch.watch(
-    `/api/v1/namespaces/${namespace}/pods`,
-    {allowWatchBookmarks: false},
-    (type, pod) => {
-      const name = pod.metadata.name
-      const now = performance.now()
-      if (type === 'DELETED') {
-        if (!gone.has(name)) gone.set(name, now)
-        return
-      }
-      if (pod.metadata.deletionTimestamp && !deleting.has(name)) deleting.set(name, now)
-      const cs = pod.status?.containerStatuses ?? []
-      if (!started.has(name) && cs.length > 0 && cs.every((c) => c.state?.running)) started.set(name, now)
+  let rv
+  let stopped = false
+  let ctl
+  const onEvent = (type, pod) => {
+    if (pod?.metadata?.resourceVersion) rv = pod.metadata.resourceVersion
+    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return
+    const name = pod.metadata.name
+    const now = performance.now()
+    if (type === 'DELETED') {
+      if (!gone.has(name)) gone.set(name, now)
+      return
+    }
+    if (pod.metadata.deletionTimestamp && !deleting.has(name)) deleting.set(name, now)
+    const cs = pod.status?.containerStatuses ?? []
+    if (!started.has(name) && cs.length > 0 && cs.every((c) => c.state?.running)) started.set(name, now)
+  }
+  const open = async () => {
+    if (stopped) return
+    ctl = await watch.watch(`/api/v1/namespaces/${namespace}/pods`, {allowWatchBookmarks: true, ...(rv ? {resourceVersion: rv} : {})}, onEvent, () => {
+      if (!stopped) setTimeout(() => void open().catch(() => setTimeout(() => void open(), 500)), 100)
+    })
+  }
+  await open()
+  return {
+    started,
+    gone,
+    deleting,
+    stop: () => {
+      stopped = true
+      ctl?.abort()
     },
-    () => undefined,
-  )
-  return {started, gone, deleting, stop: () => ctl.abort()}
+  }
 }
 
 export async function waitUntil(fn, what, timeoutMs) {
