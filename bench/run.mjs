@@ -6,6 +6,7 @@
 import {writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {startFloor} from './floor.mjs'
+import {judge} from './goals.mjs'
 import {apiserverRequests, median, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, startVnodeTui, stopAllVnodes, waitUntil} from './lib.mjs'
 
 const quick = process.argv.includes('--quick')
@@ -31,7 +32,6 @@ const row = (scenario, metric, value, unit) => {
   rows.push({scenario, metric, value: Math.round(value * 100) / 100, unit})
   process.stdout.write(`${scenario.padEnd(24)} ${metric.padEnd(28)} ${String(Math.round(value * 100) / 100).padStart(10)} ${unit}\n`)
 }
-const get = (scenario, metric) => rows.find((r) => r.scenario === scenario && r.metric === metric)?.value
 
 const cluster = startCluster()
 let ns = 0
@@ -256,44 +256,8 @@ try {
   cluster.stop()
 }
 
-/** One row per goal of the benchmark issue, judged from this run's rows; a missed goal says why. */
-function goals() {
-  const out = []
-  const goal = (metric, measured, met, why) => {
-    if (measured.some((v) => v === undefined)) return
-    out.push({scenario: 'goal', metric, value: met ? 'met' : 'missed', unit: met ? '' : why})
-  }
-  const s = `start-${size.start}`
-  const p99 = get(s, 'p99')
-  const ratio = get(s, 'p99/floor')
-  goal(`start p99 <= 1 s and <= 2x floor (${size.start} pods)`, [p99, ratio], p99 <= 1000 && ratio <= 2,
-    `p99 ${Math.round(p99)} ms, ${ratio}x the floor, whose own p99 is ${Math.round(get(`floor-${size.start}`, 'p99'))} ms on this machine: like the floor, vnode writes one status per start; the difference is its work per pod (volumes, output pipes, the on-disk record, events) on the same 2 cores as the API server`)
-  const tp = get(`throughput-${size.throughput}-qps50`, 'all-running')
-  goal(`${size.throughput} pods Running within 15 s at QPS 50/100`, [tp], tp <= 15,
-    `${tp} s: one status write per pod at 50/s after a burst of 100 is ${Math.max(0, (size.throughput - 100) / 50)} s of budget alone; the rest is spawning ${size.throughput} processes on this machine`)
-  const d99 = get('delete-one-at-a-time', 'p99')
-  const b99 = get(`delete-burst-${size.start}`, 'p99')
-  goal('delete p99 < 0.5 s after the process exits (one deletion at a time)', [d99], d99 < 500,
-    `p99 ${Math.round(d99)} ms from the delete call: the kill, then two sequential API calls (terminal status, then DELETE)`)
-  goal(`delete p99 < 0.5 s after the process exits (a burst of ${size.start})`, [b99], b99 < 500,
-    `p99 ${Math.round(b99)} ms: each deletion is two sequential API writes (terminal status, then DELETE, as the kubelet's status manager does), so ${size.start} deletions are ${2 * size.start} writes` +
-      (2 * size.start > 100 ? `, more than the bucket of 100 (refilled at 50/s) holds` : '') +
-      ', answered in turn by an API server sharing the 2 cores with vnode and its processes')
-  const w = get('cost-per-pod', 'api-writes (no events)')
-  goal('at most 3 API writes per pod lifecycle apart from events', [w], w <= 3, `${w} writes per pod`)
-  const i0 = get('idle-0-pods', 'requests-per-minute')
-  const r0 = get('idle-0-pods', 'rss')
-  const c0 = get('idle-0-pods', 'cpu')
-  goal('idle <= 7 requests/min; RSS <= 170 MiB with 0 pods; idle CPU <= 1% without the TUI', [i0, r0, c0], i0 <= 7 && r0 <= 170 && c0 <= 1, `${i0} req/min, ${r0} MiB, ${c0}% of a core`)
-  const r100 = get('idle-100-pods', 'rss')
-  goal('RSS <= 200 MiB with 100 pods', [r100], r100 <= 200, `${r100} MiB`)
-  const t0 = get('idle-0-pods-tui', 'cpu')
-  goal('idle CPU <= 3% with the TUI', [t0], t0 <= 3, `${t0}% of a core: the dashboard redraws every second`)
-  return out
-}
-
 const out = join(root, 'bench', 'results.json')
-const goalRows = goals()
+const goalRows = judge(rows)
 for (const g of goalRows) process.stdout.write(`goal ${g.value.padEnd(7)} ${g.metric}${g.unit ? `: ${g.unit}` : ''}\n`)
 writeFileSync(out, `${JSON.stringify([...rows, ...goalRows, ...notes.map((n) => ({scenario: 'note', metric: 'aborted', value: n, unit: ''}))], null, 2)}\n`)
 if (notes.length) process.stderr.write(`${notes.join('\n')}\n`)
