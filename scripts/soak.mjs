@@ -75,7 +75,8 @@ try {
     }
   }
 
-  await sleep(5000)
+  // Settled: the last wave's events written, and the API sockets of its burst closed (idle for 15 s).
+  await sleep(20_000)
   const end = {fds: fds(vn.child.pid), stats: await vn.stats(), usage: procUsage(vn.child.pid)}
   // The end of the run: the median of the last three samples, so one GC timing does not decide.
   const tail = samples.slice(-3).sort((a, b) => a - b)
