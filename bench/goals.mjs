@@ -50,7 +50,9 @@ export function judge(rows) {
   const r100 = get('idle-100-pods', 'rss')
   goal('RSS <= 200 MiB with 100 pods (TUI off)', [r100], r100 <= 200, `${r100} MiB`)
   const rt100 = get('idle-100-pods-tui', 'rss')
-  goal('RSS <= 200 MiB with 100 pods (TUI on)', [rt100], rt100 <= 200, `${rt100} MiB: ink, react and yoga-layout, as above`)
+  goal('RSS <= 200 MiB with 100 pods (TUI on)', [rt100], rt100 <= 200,
+    `${rt100} MiB against ${r100} MiB without the dashboard: ink, react and yoga-layout add about 50 MiB, the rest is heap grown by the redraws ` +
+      '(not profiled yet, and no soak has run with the dashboard on)')
   for (const n of [0, 100, 500]) {
     const c = get(`idle-${n}-pods`, 'cpu')
     goal(`idle CPU <= 1% without the TUI (${n} pods)`, [c], c <= 1,
@@ -60,16 +62,17 @@ export function judge(rows) {
   for (const n of [0, 100]) {
     const t = get(`idle-${n}-pods-tui`, 'cpu')
     goal(`idle CPU <= 3% with the TUI (${n} pods)`, [t], t <= 3,
-      `${t}% of a core, not profiled yet: the dashboard rebuilds every row each second (the AGE column) and samples every container's CPU and memory ` +
-        'from /proc every 2 s; sampling only the pods on screen and redrawing only the rows that changed are where to look first')
+      `${t}% of a core: a profile shows most of it in ink turning each frame into terminal output (ansi-tokenize) and React rendering every row; ` +
+        'the dashboard redraws each second (the ages) and samples every container from /proc every 2 s. What would fix it: redraw less often once every age is in minutes, and sample only the pods on screen')
   }
   return out
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const file = join(fileURLToPath(new URL('.', import.meta.url)), 'results.json')
-  const rows = JSON.parse(readFileSync(file, 'utf8')).filter((r) => r.scenario !== 'goal')
+  const all = JSON.parse(readFileSync(file, 'utf8')).filter((r) => r.scenario !== 'goal')
+  const rows = all.filter((r) => r.scenario !== 'note')
   const goals = judge(rows)
   for (const g of goals) process.stdout.write(`goal ${g.value.padEnd(7)} ${g.metric}${g.unit ? `: ${g.unit}` : ''}\n`)
-  writeFileSync(file, `${JSON.stringify([...rows, ...goals], null, 2)}\n`)
+  writeFileSync(file, `${JSON.stringify([...rows, ...goals, ...all.filter((r) => r.scenario === 'note')], null, 2)}\n`)
 }

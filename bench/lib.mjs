@@ -68,7 +68,7 @@ export async function startVnodeTui(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
   const env = {...process.env, TERM: 'xterm-256color'}
   delete env.CI
-  const term = spawnPty(process.execPath, [cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {cols: 120, rows: 40, env})
+  const term = spawnPty(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {cols: 120, rows: 40, env})
   let screen = ''
   term.onData((d) => (screen = (screen + d).slice(-20_000)))
   const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))

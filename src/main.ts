@@ -24,6 +24,10 @@ export function reportError(error: unknown): number {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // React (under ink) loads its development build unless told otherwise: with its checks and
+  // profiling marks the dashboard costs several times the CPU and memory. A shell's NODE_ENV is
+  // meant for the user's own programs (containers never inherit vnode's environment).
+  process.env.NODE_ENV = 'production'
   try {
     await run(argv, import.meta.url)
     await flush()
