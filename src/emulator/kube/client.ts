@@ -214,14 +214,15 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
   // The kubelet's heartbeatClient: lease renewals and node status never wait behind pod traffic
   // (a storm of pod updates must not make the node NotReady and get its pods evicted).
   const heartbeat = configuration(undefined)
+  const unthrottledCore = new lib.CoreV1Api(heartbeat)
   return {
     k8s: lib,
     kc,
     core: new lib.CoreV1Api(config),
     events: new lib.CoreV1Api(configuration(eventLimiter)),
     limiter,
-    preThrottledCore: new lib.CoreV1Api(heartbeat),
-    heartbeatCore: new lib.CoreV1Api(heartbeat),
+    preThrottledCore: unthrottledCore,
+    heartbeatCore: unthrottledCore,
     coordination: new lib.CoordinationV1Api(heartbeat),
     authentication: new lib.AuthenticationV1Api(config),
     authorization: new lib.AuthorizationV1Api(config),

@@ -10,6 +10,7 @@ export function statusCode(error: unknown): number | undefined {
 export const isNotFound = (e: unknown) => statusCode(e) === 404
 export const isConflict = (e: unknown) => statusCode(e) === 409
 export const isAlreadyExists = (e: unknown) => statusCode(e) === 409
+/** 410 Gone: an error, or a watch ERROR event's Status (a resourceVersion too old to watch from). */
 export const isGone = (e: unknown) => statusCode(e) === 410
 
 /** A short, human description of an API error: `NotFound: pods "x" not found`. */

@@ -1,7 +1,7 @@
 import type {KubeConfig} from '@kubernetes/client-node'
 import {Backoff, sleep} from './backoff.js'
 import type {RequestCounter} from './client.js'
-import {statusCode} from './errors.js'
+import {isGone} from './errors.js'
 
 /**
  * The server ends a watch after this long and it is resumed from its
@@ -49,11 +49,6 @@ interface WatchStatus {
   message?: string
 }
 
-/** 410 Gone, as an ERROR event's Status or as the HTTP status of the watch request. */
-export function isExpired(errorOrStatus: unknown): boolean {
-  return statusCode(errorOrStatus) === 410
-}
-
 /** An ERROR event other than 410 as an error that describeApiError and kubectlErrorText print the server's way. */
 export function watchStatusError(status: unknown): Error {
   const s = (status ?? {}) as WatchStatus
@@ -73,7 +68,7 @@ function isAbortError(err: unknown): boolean {
  */
 export function classifyWatchEnd(seen: {stopped: boolean; expiredEvent: boolean; errorEvent?: unknown; error?: unknown}): WatchEnd {
   if (seen.stopped) return {kind: 'stopped'}
-  if (seen.expiredEvent || isExpired(seen.error)) return {kind: 'expired'}
+  if (seen.expiredEvent || isGone(seen.error)) return {kind: 'expired'}
   if (seen.errorEvent !== undefined) return {kind: 'failed', error: seen.errorEvent}
   // We abort a watch only on an ERROR event (handled above) or our signal: an abort is a close.
   if (seen.error && !isAbortError(seen.error)) return {kind: 'failed', error: seen.error}
@@ -204,7 +199,7 @@ function watchOnce(
     const onEvent = (type: string, obj: unknown) => {
       if (ended || signal.aborted || expiredEvent || errorEvent !== undefined) return
       if (type === 'ERROR') {
-        if (isExpired(obj)) expiredEvent = true
+        if (isGone(obj)) expiredEvent = true
         else errorEvent = watchStatusError(obj)
         // The server ends the watch after an ERROR anyway; do not wait for it.
         controller?.abort()

@@ -280,11 +280,14 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const moved = e.writtenTo !== target.uid
     // A pod that was finished before we saw it, or that we already finished, keeps its status.
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
-    if (!done && (moved || !isDeepStrictEqual(this.buildFor(e), e.written))) {
-      await this.opts.throttle?.()
-      if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
-      // Built after the wait: whatever changed meanwhile goes in this one write.
-      const status = this.buildFor(e)
+    let status = done ? undefined : this.buildFor(e)
+    if (status && (moved || !isDeepStrictEqual(status, e.written))) {
+      if (this.opts.throttle) {
+        await this.opts.throttle()
+        if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
+        // Built again after the wait: whatever changed meanwhile goes in this one write.
+        status = this.buildFor(e)
+      }
       if (moved || !isDeepStrictEqual(status, e.written)) {
         try {
           const before = moved ? target.status : e.written ?? e.pod.status
