@@ -55,9 +55,12 @@ export function isSameProcess(pid: number | undefined, startTicks: number | unde
 export function killLeftovers(c: ContainerRecord): void {
   if (!c.pid) return
   if (isSameProcess(c.pid, c.startTicks)) {
-    signalGroup(c.pid, 'SIGKILL')
+    // A sandbox's PID 1 takes its whole PID namespace with it.
+    if (c.sandboxed) process.kill(c.pid, 'SIGKILL')
+    else signalGroup(c.pid, 'SIGKILL')
     return
   }
+  if (c.sandboxed) return
   if (readStat(c.pid) === undefined && groupMembers(c.pid).length > 0) signalGroup(c.pid, 'SIGKILL')
 }
 
@@ -100,6 +103,8 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
         logPath: c.logPath,
         pipes: c.pipes ?? outputPipes(join('/nonexistent', c.name)),
         rotation,
+        sandboxed: c.sandboxed,
+        pgid: c.pgid,
       },
       pollMs,
     )

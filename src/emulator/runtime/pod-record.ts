@@ -49,6 +49,10 @@ export interface ContainerRecord {
   exitCode?: number
   /** The running instance's output pipes (container-process.ts). */
   pipes?: OutputPipes
+  /** It runs in a pod sandbox: pid is its PID 1, signalled alone. */
+  sandboxed?: {netns: boolean}
+  /** Its process group when not pid's own (a sandbox's bwrap). */
+  pgid?: number
   imageID?: string
   /** The last finished instance, so a restarted vnode reports it. */
   lastExit?: RecordedTermination
