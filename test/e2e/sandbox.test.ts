@@ -1,9 +1,9 @@
 import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
-import {mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
-import {describeE2e, kubectl, processesMatching, runDir, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /** A shell container whose script writes what it sees to files under `out` (the host's /tmp is the container's too). */
 function shell(name: string, script: string, extra: Record<string, unknown> = {}) {
@@ -194,6 +194,63 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     rmSync(dir, {recursive: true, force: true})
   })
 })
+
+describeE2e('pod sandbox: a shared PID namespace, adoption after SIGKILL, nothing left after stop', () => {
+  const f = new KubectlFixture('sbxpid')
+  beforeAll(async () => {
+    await f.setUp(['--sandbox', 'namespaces'])
+  })
+  afterAll(async () => {
+    await f.tearDown()
+    await stopAllVnodes()
+  })
+
+  test('shareProcessNamespace: containers see each other, none is PID 1; the pod survives a SIGKILL of vnode and is adopted', async () => {
+    const marker = String(100000 + Math.floor(Math.random() * 800000))
+    await f.create({
+      metadata: {name: 'shared'},
+      spec: {
+        shareProcessNamespace: true,
+        terminationGracePeriodSeconds: 1,
+        containers: [
+          {name: 'a', image: 'sleep', command: ['sleep', `${marker}2`]},
+          shell('b', 'trap "exit 0" TERM; while :; do sleep 1; done'),
+        ],
+      },
+    })
+    await f.waitRow('shared', (r) => r.ready === '2/2', 'both containers running')
+    const seen = await waitFor(async () => {
+      const r = await kubectl(['exec', 'shared', '-n', f.ns, '-c', 'b', '--', 'sh', '-c', 'cat /proc/[0-9]*/cmdline | tr "\\0" " "; echo; echo self=$$'])
+      return r.stdout.includes(`sleep ${marker}2`) ? r.stdout : undefined
+    }, "container a's process seen from b", 15_000, 300)
+    expect(seen).not.toMatch(/self=1$/)
+    const before = await processesMatching(`sleep ${marker}2`)
+    expect(before.length).toBeGreaterThan(0)
+    const uid = await f.jsonpath('shared', '{.metadata.uid}')
+    const holder = (JSON.parse(readFileSync(join(f.node.stateDir, 'pods', uid, 'record.json'), 'utf8')) as {pidHolder?: {pid: number}}).pidHolder
+    expect(holder?.pid).toBeGreaterThan(0)
+
+    // vnode dies without a word: the sandboxes live on, and the next vnode adopts them.
+    expect(await f.node.stop('SIGKILL')).not.toBe(0)
+    expect(await processesMatching(`sleep ${marker}2`)).toEqual(before)
+    const again = startVnodeAgain(f)
+    await again.ready()
+    await waitFor(async () => (await kubectl(['exec', 'shared', '-n', f.ns, '-c', 'b', '--', 'true'])).exitCode === 0, 'exec into the adopted pod', 20_000, 300)
+    expect(await f.jsonpath('shared', '{.status.containerStatuses[*].restartCount}')).toBe('0 0')
+
+    // A normal exit ends every sandbox: no process, no holder of the shared namespace.
+    expect(await again.stop('SIGTERM')).toBe(0)
+    await noneLeft(`${marker}2`)
+    expect(existsSync(`/proc/${holder!.pid}`)).toBe(false)
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    expect(mounts).not.toContain(f.node.stateDir)
+  })
+})
+
+function startVnodeAgain(f: KubectlFixture) {
+  f.node = startVnode(f.nodeName, ['--sandbox', 'namespaces'])
+  return f.node
+}
 
 function existsSyncSafe(p: string): boolean {
   try {

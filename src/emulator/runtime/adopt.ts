@@ -5,6 +5,7 @@ import type {LogRotation} from './logs.js'
 import {readPodRecord, type ContainerRecord, type PodRecord} from './pod-record.js'
 import {restoreTermination, UnknownExitCode, type RestoredContainer} from './pod-runtime.js'
 import {groupMembers, readStat, signalGroup} from './proc.js'
+import {stopPidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 
 /**
  * Adoption: after vnode was killed (SIGKILL, crash), its containers keep
@@ -125,4 +126,5 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
 /** Kills every live process of a record (a pod that cannot be rebuilt, or is gone from the API). */
 export function killRecorded(record: PodRecord): void {
   for (const c of record.containers) killLeftovers(c)
+  stopPidNamespaceHolder(record.pidHolder)
 }

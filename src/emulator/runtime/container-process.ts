@@ -65,9 +65,15 @@ export interface AdoptSpec {
   pipes: OutputPipes
   rotation?: LogRotation
   /** It runs in a sandbox: pid is its PID 1 (and the netns flag says whether it has a network namespace of its own). */
-  sandboxed?: {netns: boolean}
+  sandboxed?: SandboxedProcess
   /** Its process group, when not the pid's own (a sandbox's bwrap). */
   pgid?: number
+}
+
+/** How a sandboxed instance runs: in a network namespace of its own; in the pod's shared PID namespace (not PID 1 there). */
+export interface SandboxedProcess {
+  netns: boolean
+  sharedPid?: boolean
 }
 
 export interface ExitInfo {
@@ -113,7 +119,7 @@ export class ContainerProcess {
     /** The container's stdin (attach), when it was started with one; never for an adopted process. */
     private readonly stdinPipe?: Writable,
     /** In a sandbox: pid is PID 1 of its PID namespace, signalled alone; ending it ends the namespace. */
-    readonly sandboxed?: {netns: boolean},
+    readonly sandboxed?: SandboxedProcess,
     /** The process group of the instance: bwrap's in a sandbox (its PID 1 is a member), else the main process's own. */
     private readonly groupId?: number,
   ) {
@@ -244,7 +250,7 @@ export class ContainerProcess {
       if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
       else monitor.once('exit', (code, signal) => resolve({code, signal}))
     })
-    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, {netns: !!sandbox.netns}, monitor.pid)
+    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}, monitor.pid)
   }
 
   /**
@@ -314,6 +320,8 @@ export class ContainerProcess {
     } catch {
       /* gone */
     }
+    // In a shared PID namespace its end does not end its children: they are its process group's.
+    if (this.sandboxed.sharedPid && signal === 'SIGKILL') signalGroup(this.pgid, signal)
   }
 
   /**

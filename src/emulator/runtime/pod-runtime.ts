@@ -19,6 +19,7 @@ import {constants} from 'node:os'
 import {containerView} from './sandbox/container-view.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
 import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
+import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
@@ -112,6 +113,8 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  /** shareProcessNamespace in a sandbox: the PID 1 every container joins. */
+  private pidHolder: PidNamespaceHolder | undefined
 
   constructor(
     pod: V1Pod,
@@ -362,6 +365,7 @@ export class PodRuntime {
       })
       if (!viewResult.ok) return this.configFailed(c, 'CreateContainerConfigError', viewResult.message)
       view = viewResult.spec
+      if (pod.spec?.shareProcessNamespace) view.pidNamespaceOf = (await this.sharedPidNamespace()).pid
       cwd = c.spec.workingDir || program.program.workingDir || '/'
       mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
       writeFileSync(msgFile, '', {mode: 0o600})
@@ -449,6 +453,16 @@ export class PodRuntime {
     return {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? [], ...(enter.length > 0 ? {enter} : {})}
   }
 
+  /** The pod's shared PID namespace, started with its first container (the kubelet's pause container). */
+  private async sharedPidNamespace(): Promise<PidNamespaceHolder> {
+    if (holderAlive(this.pidHolder)) return this.pidHolder!
+    const h = await startPidNamespaceHolder(containerHostname(this.pod))
+    h.monitor.unref()
+    this.pidHolder = {pid: h.pid, startTicks: h.startTicks}
+    this.writeRecord()
+    return this.pidHolder
+  }
+
   /** The host file behind a sandboxed container's terminationMessagePath. */
   private terminationFile(c: ContainerState): string {
     return join(this.deps.sandbox, 'termination', c.name)
@@ -476,7 +490,8 @@ export class PodRuntime {
    * rest keep their last exit, and the next sync restarts them per
    * restartPolicy. Called before any sync pass.
    */
-  restore(found: RestoredContainer[], links: RealLink[]): void {
+  restore(found: RestoredContainer[], links: RealLink[], pidHolder?: PidNamespaceHolder): void {
+    if (holderAlive(pidHolder)) this.pidHolder = pidHolder
     for (const f of found) {
       const c = this.containers.find((x) => x.name === f.name)
       if (!c) continue
@@ -682,6 +697,8 @@ export class PodRuntime {
         if (c.history.length > 0) c.waiting = undefined
         c.ready = false
       }
+      stopPidNamespaceHolder(this.pidHolder)
+      this.pidHolder = undefined
       await this.unmountVolumes()
       this.writeRecord()
       this.publish()
@@ -764,6 +781,7 @@ export class PodRuntime {
       name: m.name!,
       sandbox: this.deps.sandbox,
       links: this.links,
+      ...(this.pidHolder ? {pidHolder: this.pidHolder} : {}),
       updatedAt: new Date().toISOString(),
       pod: this.pod,
       containers: this.containers.map((c) => ({

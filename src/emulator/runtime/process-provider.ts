@@ -120,6 +120,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
         record.links ?? [],
+        record.pidHolder,
       )
       this.pods.set(rt.uid, rt)
     }

@@ -48,6 +48,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     args.push(t.readOnly ? '--ro-bind' : '--bind', t.source, t.target)
   }
   if (spec.pidNamespaceOf) args.push('--pidns', String(PidNamespaceFd))
+  else if (spec.init) args.push('--unshare-pid')
   else args.push('--unshare-pid', '--as-pid-1')
   args.push('--unshare-uts', '--hostname', spec.hostname, '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
   if (opts.block) args.push('--block-fd', String(BlockFd))

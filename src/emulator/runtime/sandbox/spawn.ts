@@ -18,8 +18,8 @@ export interface SandboxedSpawn {
   cwd: string
   sandbox: ContainerSandboxSpec
   stdin: 'pipe' | 'ignore'
-  stdout: number
-  stderr: number
+  stdout: number | 'ignore'
+  stderr: number | 'ignore'
   beforeExec?: (pid: number) => Promise<void>
 }
 

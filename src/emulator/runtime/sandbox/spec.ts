@@ -19,6 +19,8 @@ export interface ContainerSandboxSpec {
   pidNamespaceOf?: number
   /** A network namespace to run in (its bind-mounted path); the host's network when unset. */
   netns?: string
+  /** bwrap's own reaper is PID 1 and the program its child (a pod's shared PID namespace holder). */
+  init?: boolean
 }
 
 export interface SandboxBind {
