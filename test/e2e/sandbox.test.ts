@@ -10,9 +10,9 @@ function shell(name: string, script: string, extra: Record<string, unknown> = {}
   return {name, image: 'sh', command: ['/bin/sh', '-c', script], ...extra}
 }
 
-/** Mount namespaces this test's pods might have left: their bwrap monitors carry the marker. */
+/** Nothing of a container left: its processes, and the bwrap that held its namespaces (it carries the same argv). */
 async function noneLeft(marker: string): Promise<void> {
-  await waitFor(async () => (await processesMatching(marker)).length === 0, `no process with ${marker} left`, 15_000, 100)
+  await waitFor(async () => (await processesMatching(marker, {withRuntime: true})).length === 0, `no process with ${marker} left`, 15_000, 100)
 }
 
 describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
