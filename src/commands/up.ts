@@ -34,7 +34,7 @@ export default class Up extends Command {
     taint: Flags.string({description: 'extra node taint key[=value]:Effect (repeatable)', multiple: true}),
     'no-default-taint': Flags.boolean({description: 'do not add the virtual-kubelet.io/provider=vnode:NoSchedule taint'}),
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
-    port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
+    port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),

@@ -215,7 +215,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     return {
       name: o.name,
       nodeIP: await chooseNodeIP(this.clients.server, o.nodeIP),
-      port: o.port === 0 ? await freePort('0.0.0.0') : await portOr(o.port ?? DefaultKubeletPort, '0.0.0.0'),
+      port: await this.kubeletPort(),
       labels: {
         type: 'virtual-kubelet',
         'kubernetes.io/role': 'agent',
@@ -236,7 +236,20 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     }
   }
 
-  /** Connect, register, report Ready, and keep the lease and status loops running. */
+  /**
+   * The port to serve the kubelet API on: 0 is any free port, and only the
+   * default falls back to a free one when taken. A port the user chose is
+   * that port or an error: a metrics-server or firewall rule aimed at it
+   * would miss the node otherwise.
+   */
+  private async kubeletPort(): Promise<number> {
+    const chosen = this.opts.port
+    if (chosen === 0) return freePort('0.0.0.0')
+    if (chosen === undefined) return portOr(DefaultKubeletPort, '0.0.0.0')
+    if ((await portOr(chosen, '0.0.0.0')) !== chosen) throw new UserError(`port ${chosen} is in use`)
+    return chosen
+  }
+
   /**
    * Connect, register, report Ready, and keep the lease and status loops
    * running. A stop() that comes while this runs makes it return early, and
