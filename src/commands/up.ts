@@ -1,5 +1,7 @@
 import {Command, Flags} from '@oclif/core'
 import type {Emulator, EmulatorOptions} from '../emulator/emulator.js'
+import {parseDuration} from '../cli/duration.js'
+import {kubeFlags} from '../cli/flags.js'
 import {UserError} from '../errors.js'
 
 function parseLabel(s: string): [string, string] {
@@ -25,8 +27,7 @@ export default class Up extends Command {
 
   static override flags = {
     name: Flags.string({description: 'node name (default: vnode-<hostname>)'}),
-    kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)'}),
-    context: Flags.string({description: 'kubeconfig context to use'}),
+    ...kubeFlags,
     cpu: Flags.string({description: 'CPU capacity to report (default: host cores)'}),
     memory: Flags.string({description: 'memory capacity to report, e.g. 8Gi (default: host memory)'}),
     pods: Flags.integer({description: 'maximum pods on this node', default: 110, min: 1}),
@@ -55,6 +56,7 @@ export default class Up extends Command {
 
   async run(): Promise<void> {
     const {flags} = await this.parse(Up)
+    const requestTimeoutMs = parseDuration('--request-timeout', flags['request-timeout'], {bareSeconds: true})
     const {hostname} = await import('node:os')
     const {resolve} = await import('node:path')
     const {ImageMap} = await import('../emulator/runtime/images.js')
@@ -68,6 +70,7 @@ export default class Up extends Command {
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
       context: flags.context,
+      requestTimeoutMs,
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,

@@ -439,9 +439,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   }
 
   private async connect(): Promise<void> {
-    const {k8s, kc} = this.clients
     try {
-      const info = await kc.makeApiClient(k8s.VersionApi).getCode()
+      const info = await this.clients.version.getCode()
       this.serverVersion = info.gitVersion
     } catch (error) {
       throw new UserError(`cannot reach the API server at ${this.clients.server}: ${describeApiError(error)}`)

@@ -4,7 +4,7 @@ import {createServer, type Server} from 'node:net'
 import {join} from 'node:path'
 import {execa} from 'execa'
 import {cliPath} from './env.mjs'
-import {describeE2e, kubeconfigPath, kubectl, runDir, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {describeE2e, kubeconfigPath, kubectl, runDir, startVnode, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** Holds a TCP port on all addresses; resolves undefined when someone else holds it already. */
 function holdPort(port: number): Promise<Server | undefined> {
@@ -46,6 +46,7 @@ current-context: x
       ['non-numeric --pods', [...real, '--pods', 'many'], /--pods/],
       ['--port out of range', [...real, '--port', '70000'], /--port/],
       ['bad --output', [...real, '-o', 'yaml'], /plain, json/],
+      ['bad --request-timeout', [...real, '--request-timeout', 'soon'], /invalid --request-timeout "soon"/],
       ['bad node name', ['--kubeconfig', kubeconfigPath(), '--name', 'Not_A_DNS_Name'], /invalid node name/],
       ['bad --label', [...real, '--label', 'noequals'], /invalid --label/],
       ['bad --taint', [...real, '--taint', 'key=value'], /invalid --taint/],
@@ -99,5 +100,28 @@ current-context: x
       child.kill('SIGTERM')
       expect((await child).exitCode).toBe(0)
     }
+  })
+
+  test('--request-timeout bounds each API request of up: a server that accepts and never answers fails it in time; a real one runs', async () => {
+    // Accepts TCP connections on loopback and never says a word.
+    const silent = createServer(() => undefined)
+    const sockets = new Set<import('node:net').Socket>()
+    silent.on('connection', (s) => (sockets.add(s), s.on('close', () => sockets.delete(s))))
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+    const port = (silent.address() as {port: number}).port
+    try {
+      const started = Date.now()
+      const r = await vnode(['up', '--no-tui', '--kubeconfig', file('silent.yaml', kc(`https://127.0.0.1:${port}`)), '--name', uniqueName('silent'), '--request-timeout', '1s'], {timeout: 30_000})
+      expect(r.exitCode).toBe(1)
+      expect(r.stderr.trim()).toMatch(new RegExp(`^error: cannot reach the API server at https://127\\.0\\.0\\.1:${port}: no answer within --request-timeout$`))
+      expect(r.stderr.trim().split('\n')).toHaveLength(1)
+      expect(Date.now() - started).toBeLessThan(15_000)
+    } finally {
+      for (const s of sockets) s.destroy()
+      silent.close()
+    }
+    const p = startVnode(uniqueName('rto'), ['--request-timeout', '10s', '--rm'])
+    await p.ready()
+    expect(await p.stop()).toBe(0)
   })
 })
