@@ -193,7 +193,7 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     await p.ready()
     expect(await p.stop('SIGINT')).toBe(0)
     let node = await readNode(name)
-    expect(condition(node, 'Ready')).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'vnode is shutting down'})
+    expect(condition(node, 'Ready')).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'node is shutting down'})
     expect(node.spec?.unschedulable).toBe(true)
 
     p = startVnode(name)
