@@ -18,15 +18,15 @@ const kubeconfig = /export KUBECONFIG=(.*)/.exec(out)[1]
 const env = {...process.env, KUBECONFIG: kubeconfig}
 const kubectl = join(capture(['cluster', 'build']).trim(), 'kubectl')
 
+// The sample workload first, while this terminal is still ours: its pods wait for the node, and
+// nothing but the dashboard writes to the screen once it is up (a stray line there shifts every
+// later frame down by one: the dashboard's first line is drawn twice).
+try {
+  execFileSync(kubectl, ['apply', '-f', join(root, 'examples', 'hello.yaml')], {stdio: 'inherit', env})
+} catch {
+  process.stderr.write('demo: could not apply examples/hello.yaml\n')
+}
 const node = spawn(process.execPath, [cli, 'up', '--name', 'vnode-demo', ...process.argv.slice(2)], {stdio: 'inherit', env})
-// Give the node a moment to register, then apply the sample workload.
-setTimeout(() => {
-  try {
-    execFileSync(kubectl, ['apply', '-f', join(root, 'examples', 'hello.yaml')], {stdio: 'inherit', env})
-  } catch {
-    process.stderr.write('demo: could not apply examples/hello.yaml\n')
-  }
-}, 3000)
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => node.kill(sig))
 node.on('exit', (code) => {
   process.stdout.write(`\nthe control plane is still running: export KUBECONFIG=${kubeconfig}\nstop it with: node bin/kubectl-vnode cluster down\n`)

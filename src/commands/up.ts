@@ -1,5 +1,7 @@
 import {Command, Flags} from '@oclif/core'
 import type {Emulator, EmulatorOptions} from '../emulator/emulator.js'
+import {parseDuration} from '../cli/duration.js'
+import {kubeFlags} from '../cli/flags.js'
 import {UserError} from '../errors.js'
 
 function parseLabel(s: string): [string, string] {
@@ -25,8 +27,7 @@ export default class Up extends Command {
 
   static override flags = {
     name: Flags.string({description: 'node name (default: vnode-<hostname>)'}),
-    kubeconfig: Flags.string({description: 'path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)'}),
-    context: Flags.string({description: 'kubeconfig context to use'}),
+    ...kubeFlags,
     cpu: Flags.string({description: 'CPU capacity to report (default: host cores)'}),
     memory: Flags.string({description: 'memory capacity to report, e.g. 8Gi (default: host memory)'}),
     pods: Flags.integer({description: 'maximum pods on this node', default: 110, min: 1}),
@@ -34,7 +35,7 @@ export default class Up extends Command {
     taint: Flags.string({description: 'extra node taint key[=value]:Effect (repeatable)', multiple: true}),
     'no-default-taint': Flags.boolean({description: 'do not add the virtual-kubelet.io/provider=vnode:NoSchedule taint'}),
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
-    port: Flags.integer({description: 'kubelet API port; 0 for any free port (default: 10250, or a free one when taken)', min: 0, max: 65535}),
+    port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
@@ -60,6 +61,7 @@ export default class Up extends Command {
 
   async run(): Promise<void> {
     const {flags} = await this.parse(Up)
+    const requestTimeoutMs = parseDuration('--request-timeout', flags['request-timeout'], {bareSeconds: true})
     const {hostname} = await import('node:os')
     const {resolve} = await import('node:path')
     const {ImageMap} = await import('../emulator/runtime/images.js')
@@ -79,6 +81,7 @@ export default class Up extends Command {
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
       context: flags.context,
+      requestTimeoutMs,
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,

@@ -78,6 +78,7 @@ export interface EmulatorEvents {
   event: [event: RecordedEvent]
   error: [message: string]
   stopping: [detail: string]
+  /** The last thing stop() says: the run's cost from start to the stop request. */
   stopped: [summary: EmulatorSummary]
   /** The summary so far, on request (SIGUSR2 in `up`). */
   stats: [summary: EmulatorSummary]
@@ -215,7 +216,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     return {
       name: o.name,
       nodeIP: await chooseNodeIP(this.clients.server, o.nodeIP),
-      port: o.port === 0 ? await freePort('0.0.0.0') : await portOr(o.port ?? DefaultKubeletPort, '0.0.0.0'),
+      port: await this.kubeletPort(),
       labels: {
         type: 'virtual-kubelet',
         'kubernetes.io/role': 'agent',
@@ -236,7 +237,20 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     }
   }
 
-  /** Connect, register, report Ready, and keep the lease and status loops running. */
+  /**
+   * The port to serve the kubelet API on: 0 is any free port, and only the
+   * default falls back to a free one when taken. A port the user chose is
+   * that port or an error: a metrics-server or firewall rule aimed at it
+   * would miss the node otherwise.
+   */
+  private async kubeletPort(): Promise<number> {
+    const chosen = this.opts.port
+    if (chosen === 0) return freePort('0.0.0.0')
+    if (chosen === undefined) return portOr(DefaultKubeletPort, '0.0.0.0')
+    if ((await portOr(chosen, '0.0.0.0')) !== chosen) throw new UserError(`port ${chosen} is in use`)
+    return chosen
+  }
+
   /**
    * Connect, register, report Ready, and keep the lease and status loops
    * running. A stop() that comes while this runs makes it return early, and
@@ -427,9 +441,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   }
 
   private async connect(): Promise<void> {
-    const {k8s, kc} = this.clients
     try {
-      const info = await kc.makeApiClient(k8s.VersionApi).getCode()
+      const info = await this.clients.version.getCode()
       this.serverVersion = info.gitVersion
     } catch (error) {
       throw new UserError(`cannot reach the API server at ${this.clients.server}: ${describeApiError(error)}`)
@@ -438,40 +451,60 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   }
 
   /**
-   * Stop: with rm, delete the Node and its Lease; otherwise report Ready=False
-   * and cordon, leaving the Lease to expire as the kubelet does.
+   * Stop, in the order of the kubelet's graceful node shutdown: report
+   * Ready=False ("node is shutting down") and cordon first, so the scheduler
+   * binds no replacement pod here, then terminate the pods while the lease
+   * is still renewed. Then with rm, delete the Node and its Lease; otherwise
+   * the Node stays NotReady and cordoned, its Lease left to expire as the
+   * kubelet's does. The summary (the run's cost up to the stop) comes last.
    */
   async stop(opts: {rm?: boolean} = {}): Promise<void> {
     // A start still under way returns at its next step; then everything it started is stopped below.
     this.startAbort.abort()
     await this.starting?.catch(() => undefined)
-    // Pods first, while the node is still Ready and its lease renewed.
+    const summary = this.readyAt ? this.summary() : undefined
     try {
-      await this.stopPods()
-    } catch (error) {
-      this.emit('error', `stopping pods: ${describeApiError(error)}`)
+      await this.markShuttingDown()
+      try {
+        await this.stopPods()
+      } catch (error) {
+        this.emit('error', `stopping pods: ${describeApiError(error)}`)
+      }
+      this.abort.abort()
+      await Promise.allSettled(this.loops)
+      this.loops = []
+      await this.kubeletServer?.stop()
+      this.kubeletServer = undefined
+      await this.removeNode(opts.rm === true)
+    } finally {
+      this.clients?.close()
+      if (summary) this.emit('stopped', summary)
     }
-    this.abort.abort()
-    await Promise.allSettled(this.loops)
-    this.loops = []
-    if (this.readyAt) this.emit('stopped', this.summary())
-    await this.kubeletServer?.stop()
-    this.kubeletServer = undefined
+  }
+
+  /** Ready=False and cordoned, before any pod is terminated. */
+  private async markShuttingDown(): Promise<void> {
+    if (!this.nodeController) return
+    this.emit('stopping', 'marking node NotReady and cordoning it')
+    try {
+      await this.nodeController.markStopped()
+    } catch (error) {
+      this.emit('error', `stopping: ${describeApiError(error)}`)
+    }
+  }
+
+  /** With rm the Node and its Lease are deleted; the node's last events are written either way. */
+  private async removeNode(rm: boolean): Promise<void> {
     if (!this.nodeController) return
     try {
-      if (opts.rm) {
+      if (rm) {
         this.emit('stopping', 'deleting node and lease')
         await this.lease?.delete()
         await this.nodeController.deleteNode()
-      } else {
-        this.emit('stopping', 'marking node NotReady and cordoning it')
-        await this.nodeController.markStopped()
       }
       await this.recorder.flush()
     } catch (error) {
       this.emit('error', `stopping: ${describeApiError(error)}`)
-    } finally {
-      this.clients.close()
     }
   }
 }

@@ -1,4 +1,6 @@
+import type {V1Pod} from '@kubernetes/client-node'
 import type {Emulator} from '../emulator/emulator.js'
+import {podReady, podRestarts, podStatus} from './pod-status.js'
 
 export type OutputFormat = 'plain' | 'json'
 
@@ -13,7 +15,19 @@ export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, ou
     else out.write(`${time.toISOString().slice(11, 19)} ${node ? `${node} ` : ''}${kind.padEnd(8)} ${text}\n`)
   }
   let lastConditions = ''
+  // The last line printed per pod UID: a line is printed only when READY, STATUS or the restart count change.
+  const lastPodLine = new Map<string, string>()
   const handlers = {
+    pod: (pod: V1Pod) => {
+      const uid = pod.metadata?.uid ?? ''
+      const row = podLine(pod)
+      const key = `${row.ready} ${row.status} ${row.restartCount}`
+      if (lastPodLine.get(uid) === key) return
+      lastPodLine.set(uid, key)
+      const {restartCount: _, ...fields} = row
+      write('pod', `${row.namespace}/${row.name} ${row.ready} ${row.status} ${row.restarts}`, fields)
+    },
+    podRemoved: (uid: string) => void lastPodLine.delete(uid),
     step: (step: string, detail: string) => write('step', detail, {step}),
     node: (s: {conditions: {type?: string; status?: string}[]}) => {
       const summary = s.conditions.map((c) => `${c.type}=${c.status}`).join(' ')
@@ -34,5 +48,19 @@ export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, ou
   for (const [name, fn] of Object.entries(handlers)) emulator.on(name as never, fn as never)
   return () => {
     for (const [name, fn] of Object.entries(handlers)) emulator.off(name as never, fn as never)
+    lastPodLine.clear()
+  }
+}
+
+/** A pod's line: the READY, STATUS and RESTARTS columns as the dashboard and kubectl compute them. */
+function podLine(pod: V1Pod): {namespace: string; name: string; ready: string; status: string; restarts: string; restartCount: number} {
+  const restarts = podRestarts(pod)
+  return {
+    namespace: pod.metadata?.namespace ?? '',
+    name: pod.metadata?.name ?? '',
+    ready: podReady(pod),
+    status: podStatus(pod),
+    restarts,
+    restartCount: Number.parseInt(restarts, 10) || 0,
   }
 }

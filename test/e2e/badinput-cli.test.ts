@@ -1,7 +1,19 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {mkdirSync, writeFileSync} from 'node:fs'
+import {createServer, type Server} from 'node:net'
 import {join} from 'node:path'
-import {describeE2e, kubeconfigPath, kubectl, runDir, uniqueName, vnode} from './helpers.js'
+import {execa} from 'execa'
+import {cliPath} from './env.mjs'
+import {describeE2e, kubeconfigPath, kubectl, runDir, startVnode, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+
+/** Holds a TCP port on all addresses; resolves undefined when someone else holds it already. */
+function holdPort(port: number): Promise<Server | undefined> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' ? resolve(undefined) : reject(e)))
+    srv.listen(port, '0.0.0.0', () => resolve(srv))
+  })
+}
 
 describeE2e('bad input on the command line: one error line, exit 1, no stack trace', () => {
   const dir = join(runDir(), uniqueName('badcli'))
@@ -34,6 +46,7 @@ current-context: x
       ['non-numeric --pods', [...real, '--pods', 'many'], /--pods/],
       ['--port out of range', [...real, '--port', '70000'], /--port/],
       ['bad --output', [...real, '-o', 'yaml'], /plain, json/],
+      ['bad --request-timeout', [...real, '--request-timeout', 'soon'], /invalid --request-timeout "soon"/],
       ['bad node name', ['--kubeconfig', kubeconfigPath(), '--name', 'Not_A_DNS_Name'], /invalid node name/],
       ['bad --label', [...real, '--label', 'noequals'], /invalid --label/],
       ['bad --taint', [...real, '--taint', 'key=value'], /invalid --taint/],
@@ -58,5 +71,57 @@ current-context: x
       if (!ok) bad.push(`${what}: exit ${r.exitCode}, stderr ${JSON.stringify(r.stderr.slice(0, 400))}`)
     }
     expect(bad).toEqual([])
+  })
+
+  test('an explicit --port that is taken: `error: port N is in use`, exit 1, no node; only the default port falls back to a free one', async () => {
+    const held = (await holdPort(0))!
+    const port = (held.address() as {port: number}).port
+    const name = uniqueName('taken')
+    try {
+      const r = await vnode(['up', '--no-tui', '--kubeconfig', kubeconfigPath(), '--name', name, '--port', String(port), '--state-dir', join(dir, name)], {timeout: 30_000})
+      expect({exitCode: r.exitCode, stderr: r.stderr.trim()}).toEqual({exitCode: 1, stderr: `error: port ${port} is in use`})
+      expect((await kubectl(['get', 'node', name])).exitCode).not.toBe(0)
+    } finally {
+      held.close()
+    }
+
+    // The default port (10250), taken by us or by someone else: a free one instead, as before.
+    const defaultHeld = await holdPort(10250)
+    const fallback = uniqueName('dflt')
+    const child = execa(cliPath(), ['up', '--no-tui', '-o', 'json', '--name', fallback, '--rm', '--state-dir', join(dir, fallback)], {env: testEnv(), reject: false, buffer: false, forceKillAfterDelay: false})
+    try {
+      let out = ''
+      child.stdout!.on('data', (d: Buffer) => (out += d.toString()))
+      const registered = await waitFor(() => /registered \(.*port (\d+)\)/.exec(out)?.[1], () => `the register step (up printed ${out.slice(-400)})`, 30_000, 50)
+      expect(Number(registered)).toBeGreaterThan(0)
+      expect(Number(registered)).not.toBe(10250)
+    } finally {
+      defaultHeld?.close()
+      child.kill('SIGTERM')
+      expect((await child).exitCode).toBe(0)
+    }
+  })
+
+  test('--request-timeout bounds each API request of up: a server that accepts and never answers fails it in time; a real one runs', async () => {
+    // Accepts TCP connections on loopback and never says a word.
+    const silent = createServer(() => undefined)
+    const sockets = new Set<import('node:net').Socket>()
+    silent.on('connection', (s) => (sockets.add(s), s.on('close', () => sockets.delete(s))))
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+    const port = (silent.address() as {port: number}).port
+    try {
+      const started = Date.now()
+      const r = await vnode(['up', '--no-tui', '--kubeconfig', file('silent.yaml', kc(`https://127.0.0.1:${port}`)), '--name', uniqueName('silent'), '--request-timeout', '1s'], {timeout: 30_000})
+      expect(r.exitCode).toBe(1)
+      expect(r.stderr.trim()).toMatch(new RegExp(`^error: cannot reach the API server at https://127\\.0\\.0\\.1:${port}: no answer within --request-timeout$`))
+      expect(r.stderr.trim().split('\n')).toHaveLength(1)
+      expect(Date.now() - started).toBeLessThan(15_000)
+    } finally {
+      for (const s of sockets) s.destroy()
+      silent.close()
+    }
+    const p = startVnode(uniqueName('rto'), ['--request-timeout', '10s', '--rm'])
+    await p.ready()
+    expect(await p.stop()).toBe(0)
   })
 })

@@ -187,7 +187,11 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     const steady = (await readPod(core, ns, 'steady'))!
     expect(containerStatus(steady, 'app')!.restartCount).toBe(0)
     expect(await processesMatching(mark('steady'))).toEqual(pids.steady)
-    const events = await core.listNamespacedEvent({namespace: ns})
+    // born's Started event is written apart from (and can land after) the status that says it runs: wait for it as for the status.
+    const events = await waitFor(async () => {
+      const list = await core.listNamespacedEvent({namespace: ns})
+      return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
+    }, "born's Started event", 15_000, 200)
     const count = (pod: string, reason: string) => events.items.filter((e) => e.involvedObject.name === pod && e.reason === reason).reduce((s, e) => s + (e.count ?? 1), 0)
     expect(count('steady', 'Started')).toBe(1)
     expect(count('steady', 'Killing')).toBe(0)

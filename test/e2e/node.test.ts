@@ -161,7 +161,13 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
         return condition(n, 'Ready')?.status === 'Unknown' ? n : undefined
       }, 'Ready=Unknown from the node lifecycle controller', 45_000, 500)
       expect(condition(unknown, 'Ready')?.reason).toBe('NodeStatusUnknown')
-      expect(unknown.spec?.taints?.map((t) => t.key)).toContain('node.kubernetes.io/unreachable')
+      // The controller writes the condition and the taint in two updates (status, then spec):
+      // wait for the taint as for the condition, with the node still paused.
+      const tainted = await waitFor(async () => {
+        const n = await readNode(paused)
+        return n.spec?.taints?.some((t) => t.key === 'node.kubernetes.io/unreachable') ? n : undefined
+      }, 'the node.kubernetes.io/unreachable taint from the node lifecycle controller', 15_000, 250)
+      expect(condition(tainted, 'Ready')?.status).toBe('Unknown')
     } finally {
       process.kill(pp.pid, 'SIGCONT')
     }
@@ -187,7 +193,7 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     await p.ready()
     expect(await p.stop('SIGINT')).toBe(0)
     let node = await readNode(name)
-    expect(condition(node, 'Ready')).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'vnode is shutting down'})
+    expect(condition(node, 'Ready')).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'node is shutting down'})
     expect(node.spec?.unschedulable).toBe(true)
 
     p = startVnode(name)

@@ -46,6 +46,8 @@ describeE2e('stats and metrics of a running pod, through the API server', () => 
     expect(metrics.exitCode).toBe(0)
     const line = metrics.stdout.split('\n').find((l) => l.startsWith('container_memory_working_set_bytes{') && l.includes(`pod="busy"`) && l.includes(`namespace="${ns}"`))
     expect(line).toBeDefined()
+    // Labels by position: namespace, pod, container.
+    expect(line!.split(' ')[0]).toBe(`container_memory_working_set_bytes{namespace="${ns}",pod="busy",container="main"}`)
     expect(Number(line!.split(' ')[1])).toBeGreaterThan(64 * 2 ** 20)
   })
 })

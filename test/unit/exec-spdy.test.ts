@@ -11,6 +11,7 @@ import {
   type Frame,
   FrameReader,
   FrameType,
+  GoAwayStatus,
   HeaderCompressor,
   HeaderDecompressor,
   parseHeaderBlock,
@@ -70,6 +71,16 @@ describe('SPDY header compression', () => {
     const d = new HeaderDecompressor()
     expect(parseHeaderBlock(d.decompress(a))).toEqual({})
     expect(parseHeaderBlock(d.decompress(b)).status).toEqual(['200'])
+  })
+
+  test('a header block that inflates past the bound is a protocol error; one within it is read', async () => {
+    const compress = peerCompressor()
+    const inflater = new HeaderDecompressor(4096)
+    const small = {streamtype: ['data'], x: ['a'.repeat(1000)]}
+    expect(parseHeaderBlock(inflater.decompress(await compress(small)))).toEqual(small)
+    expect(() => inflater.decompress(Buffer.alloc(0))).not.toThrow()
+    const next = await compress({x: ['b'.repeat(5000)]})
+    expect(() => inflater.decompress(next)).toThrow(/inflates past the limit of 4096 bytes/)
   })
 
   test('a truncated header block is a protocol error', () => {
@@ -185,6 +196,71 @@ describe('SPDY session (server side) over TCP', () => {
     for (let i = 0; i < 100 && resets.length === 0; i++) await new Promise((r) => setTimeout(r, 10))
     expect(resets).toEqual([3])
     expect(p.session().activeStreams).toBe(0)
+  })
+
+  test('a header block that inflates past the bound ends the session with GOAWAY (protocol error), the stream never opened', async () => {
+    const opened: number[] = []
+    const p = await pair((s) => (opened.push(s.id), true))
+    const closed = new Promise((r) => p.client.once('close', r))
+    // 2 MiB of header value compresses to a few KiB: a small frame, a large inflate.
+    const bomb = await p.compress({streamtype: ['data'], x: ['a'.repeat(2 << 20)]})
+    expect(bomb.length).toBeLessThan(16 * 1024)
+    p.client.write(synStreamFrame(1, bomb))
+    const away = await p.waitFrame((f) => f.kind === 'control' && f.type === FrameType.GoAway)
+    expect(away.kind === 'control' && away.payload.readUInt32BE(4)).toBe(GoAwayStatus.ProtocolError)
+    await closed
+    expect(opened).toEqual([])
+    expect(p.frames.filter((f) => f.kind === 'control' && f.type === FrameType.GoAway)).toHaveLength(1)
+  })
+
+  test('a control frame whose length is over the bound is a protocol error at once, before its body arrives', async () => {
+    const p = await pair(() => true)
+    const closed = new Promise((r) => p.client.once('close', r))
+    // A SYN_STREAM header claiming 16 MiB - 1 of payload, and only the first bytes of it.
+    const head = Buffer.from([0x80, 0x03, 0x00, 0x01, 0x00, 0xff, 0xff, 0xff])
+    p.client.write(Buffer.concat([head, Buffer.alloc(64)]))
+    const away = await p.waitFrame((f) => f.kind === 'control' && f.type === FrameType.GoAway)
+    expect(away.kind === 'control' && away.payload.readUInt32BE(4)).toBe(GoAwayStatus.ProtocolError)
+    await closed
+  })
+
+  test('streams over the per-connection bound are refused (RST_STREAM REFUSED_STREAM); once one ends, a new one opens', async () => {
+    const open: SpdyStream[] = []
+    let session!: SpdySession
+    server = createServer((sock) => {
+      sockets.push(sock)
+      session = new SpdySession(sock, Buffer.alloc(0), {onStream: (s) => (open.push(s), true), maxStreams: 2, closeGraceMs: 1000})
+    })
+    await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()))
+    const client = connect((server.address() as {port: number}).port, '127.0.0.1')
+    sockets.push(client)
+    const reader = new FrameReader()
+    const frames: Frame[] = []
+    client.on('data', (c: Buffer) => {
+      reader.push(c)
+      for (let f = reader.next(); f; f = reader.next()) frames.push(f)
+    })
+    const compress = peerCompressor()
+    const until = async (pred: () => boolean) => {
+      for (let i = 0; i < 200 && !pred(); i++) await new Promise((r) => setTimeout(r, 10))
+      expect(pred()).toBe(true)
+    }
+    const replies = () => frames.filter((f) => f.kind === 'control' && f.type === FrameType.SynReply).map((f) => (f.kind === 'control' ? f.payload.readUInt32BE(0) : 0))
+    const rsts = () => frames.filter((f) => f.kind === 'control' && f.type === FrameType.RstStream).map((f) => (f.kind === 'control' ? [f.payload.readUInt32BE(0), f.payload.readUInt32BE(4)] : []))
+    for (const id of [1, 3, 5]) client.write(synStreamFrame(id, await compress({streamtype: ['data']})))
+    await until(() => replies().length === 2 && rsts().length === 1)
+    expect(replies()).toEqual([1, 3])
+    expect(rsts()).toEqual([[5, RstStatus.RefusedStream]])
+    expect(session.activeStreams).toBe(2)
+    // Stream 1 ends both ways; the next stream fits.
+    open[0].end()
+    client.write(dataFrame(1, Buffer.alloc(0), true))
+    open[0].resume()
+    await until(() => session.activeStreams === 1)
+    client.write(synStreamFrame(7, await compress({streamtype: ['data']})))
+    await until(() => replies().length === 3)
+    expect(replies()).toEqual([1, 3, 7])
+    expect(session.closed).toBe(false)
   })
 
   test('a header block that is not SPDY zlib ends the session with GOAWAY (protocol error)', async () => {

@@ -39,8 +39,8 @@ describe('buildConditions', () => {
     const same = buildConditions(values, first, t1)
     expect(same[3].lastTransitionTime).toEqual(t0)
     expect(same[3].lastHeartbeatTime).toEqual(t1)
-    const flipped = buildConditions({...values, Ready: false, notReadyMessage: 'vnode is shutting down'}, same, t1)
-    expect(flipped[3]).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'vnode is shutting down', lastTransitionTime: t1})
+    const flipped = buildConditions({...values, Ready: false, notReadyMessage: 'node is shutting down'}, same, t1)
+    expect(flipped[3]).toMatchObject({status: 'False', reason: 'KubeletNotReady', message: 'node is shutting down', lastTransitionTime: t1})
   })
 })
 

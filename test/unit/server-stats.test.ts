@@ -90,9 +90,9 @@ describe('resource metrics', () => {
   test('Prometheus text with the names and labels metrics-server reads', () => {
     const text = resourceMetrics(node, usage, new Date(1_800_000_000_000))
     expect(text).toContain('# TYPE container_cpu_usage_seconds_total counter\n')
-    expect(text).toContain('container_cpu_usage_seconds_total{container="app",namespace="ns",pod="web"} 1.5 1800000000000\n')
-    expect(text).toContain('container_memory_working_set_bytes{container="side\\"car",namespace="ns",pod="web"} 24 1800000000000\n')
-    expect(text).toContain('container_start_time_seconds{container="app",namespace="ns",pod="web"} 1767322800 1800000000000\n')
+    expect(text).toContain('container_cpu_usage_seconds_total{namespace="ns",pod="web",container="app"} 1.5 1800000000000\n')
+    expect(text).toContain('container_memory_working_set_bytes{namespace="ns",pod="web",container="side\\"car"} 24 1800000000000\n')
+    expect(text).toContain('container_start_time_seconds{namespace="ns",pod="web",container="app"} 1767322800 1800000000000\n')
     expect(text).toContain('node_cpu_usage_seconds_total 500 1800000000000\n')
     expect(text).toContain('node_memory_working_set_bytes 2000000000 1800000000000\n')
     expect(text).toContain('pod_cpu_usage_seconds_total{namespace="ns",pod="web"} 2 1800000000000\n')

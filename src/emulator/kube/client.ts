@@ -14,6 +14,8 @@ export interface KubeOptions {
   /** The event client's own limit, as the kubelet's --event-qps / --event-burst; eventQps <= 0 disables it. */
   eventQps?: number
   eventBurst?: number
+  /** Bounds each API request (not watches), as kubectl's --request-timeout; 0 or unset waits forever. */
+  requestTimeoutMs?: number
 }
 
 /**
@@ -146,6 +148,8 @@ export interface KubeClients {
   authentication: k8s.AuthenticationV1Api
   /** SubjectAccessReview, for the kubelet API's authorization. */
   authorization: k8s.AuthorizationV1Api
+  /** The server's version: the first request, that proves it answers. */
+  version: k8s.VersionApi
   server: string
   counter: RequestCounter
   /** Closes the connections kept open to the API server. */
@@ -204,6 +208,8 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
           pre: async (ctx) => {
             await limit?.acquire()
             counter.record(ctx.getHttpMethod(), ctx.getUrl())
+            // The timeout starts once the request may go: time spent waiting for a token is not the server's.
+            if (opts.requestTimeoutMs) ctx.setSignal(AbortSignal.timeout(opts.requestTimeoutMs))
             return ctx
           },
           post: async (res) => res,
@@ -226,6 +232,7 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
     coordination: new lib.CoordinationV1Api(heartbeat),
     authentication: new lib.AuthenticationV1Api(config),
     authorization: new lib.AuthorizationV1Api(config),
+    version: new lib.VersionApi(heartbeat),
     server,
     counter,
     close: () => auth.close(),

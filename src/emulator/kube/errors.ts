@@ -15,7 +15,9 @@ export const isGone = (e: unknown) => statusCode(e) === 410
 
 /** A short, human description of an API error: `NotFound: pods "x" not found`. */
 export function describeApiError(error: unknown): string {
-  const e = error as {body?: unknown; message?: string}
+  const e = error as {body?: unknown; message?: string; name?: string; type?: string}
+  // node-fetch's words for a request ended by its signal; the only signal on a request is --request-timeout.
+  if (e?.type === 'aborted' || e?.name === 'AbortError' || e?.name === 'TimeoutError') return 'no answer within --request-timeout'
   let body = e?.body
   if (typeof body === 'string') {
     try {

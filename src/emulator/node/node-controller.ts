@@ -32,6 +32,8 @@ export const DefaultStatusCheckIntervalMs = 10_000
 export const DefaultStatusReportIntervalMs = 5 * 60_000
 export const DefaultRegisterRetryInitialMs = 100
 export const DefaultRegisterRetryMaxMs = 7_000
+/** The Ready condition's message while the node stops (the kubelet's node shutdown manager says so). */
+export const NodeShuttingDownMessage = 'node is shutting down'
 
 export interface NodeControllerOptions {
   stateDir: string
@@ -72,6 +74,7 @@ export class NodeController extends EventEmitter {
   private forceNext = false
   private registering: Promise<V1Node | undefined> | undefined
   private shuttingDown = false
+  private syncing: Promise<unknown> = Promise.resolve()
   private readonly identity: HostIdentity
   private readonly checkIntervalMs: number
   private readonly reportIntervalMs: number
@@ -206,7 +209,7 @@ export class NodeController extends EventEmitter {
     return {
       ...pressureFrom(reading),
       Ready: !this.shuttingDown,
-      notReadyMessage: this.shuttingDown ? 'vnode is shutting down' : undefined,
+      notReadyMessage: this.shuttingDown ? NodeShuttingDownMessage : undefined,
     }
   }
 
@@ -223,7 +226,14 @@ export class NodeController extends EventEmitter {
    * Take a reading; write status when it changed (heartbeat times aside), when
    * the report interval has passed, or when forced.
    */
-  async syncStatus(force = false): Promise<boolean> {
+  syncStatus(force = false): Promise<boolean> {
+    // One write at a time: a write of the loop still in flight must not land after markStopped's.
+    const next = this.syncing.then(() => this.syncStatusNow(force))
+    this.syncing = next.catch(() => undefined)
+    return next
+  }
+
+  private async syncStatusNow(force: boolean): Promise<boolean> {
     const reading = this.read(this.opts.stateDir)
     const previous = this.conditions ?? this.node?.status?.conditions
     const desired = buildStatus(reading, this.identity, this.config, this.values(reading), previous, new Date())
@@ -302,7 +312,7 @@ export class NodeController extends EventEmitter {
     }
   }
 
-  /** Ready=False with a clear message, then cordon (remembering that we did). */
+  /** Ready=False ("node is shutting down"), then cordon (remembering that we did). */
   async markStopped(): Promise<void> {
     this.shuttingDown = true
     await this.syncStatus(true)

@@ -41,7 +41,9 @@ export function renderFamilies(families: Family[], timestampMs: number): string 
 }
 
 export function resourceMetrics(node: NodeUsage | undefined, usage: PodUsage[], now = new Date(), scrapeError = false): string {
-  const containers = usage.flatMap((p) => p.containers.map((c) => ({labels: {container: c.name, namespace: p.namespace, pod: p.name}, c})))
+  // Labels in the order namespace, pod, container (insertion order is written order): readers
+  // that take the pod from the second label, as some virtual-kubelet tooling does, find it there.
+  const containers = usage.flatMap((p) => p.containers.map((c) => ({labels: {namespace: p.namespace, pod: p.name, container: c.name}, c})))
   const pods = usage.map((p) => ({
     labels: {namespace: p.namespace, pod: p.name},
     cpu: p.containers.reduce((a, c) => a + c.cpuSeconds, 0),

@@ -7,7 +7,7 @@ import {WatchTable} from './WatchTable.js'
 export async function runPodWatchApp(pods: V1Pod[], opts: {wide: boolean; allNamespaces: boolean; namespace: string}, start: StartWatch): Promise<void> {
   const store = new PodWatchStore(pods)
   const handle = start(store.apply)
-  const app = render(<WatchTable store={store} {...opts} />, {exitOnCtrlC: false, maxFps: 10, incrementalRendering: true})
+  const app = render(<WatchTable store={store} {...opts} />, {exitOnCtrlC: false, maxFps: 10})
   const stop = () => app.unmount()
   process.once('SIGTERM', stop)
   try {

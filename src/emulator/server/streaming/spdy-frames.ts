@@ -42,6 +42,18 @@ export const GoAwayStatus = {Ok: 0, ProtocolError: 1, InternalError: 2} as const
 
 /** The largest payload a frame's 24-bit length can carry. */
 export const MaxFrameLength = 0xffffff
+/**
+ * The most a header block may inflate to (Go's http.DefaultMaxHeaderBytes).
+ * Streams towards a kubelet carry a few short headers; without a bound a
+ * small frame could inflate to gigabytes.
+ */
+export const DefaultMaxHeaderBlockBytes = 1 << 20
+/**
+ * The longest control frame accepted: a header block no larger than the
+ * inflated bound (stored deflate blocks grow it by 5 bytes per 64 KiB), with
+ * room for the frame's fixed fields. Checked before the frame is buffered.
+ */
+export const DefaultMaxControlFrameBytes = DefaultMaxHeaderBlockBytes + 4096
 
 /** Header names are lowercase; a name may carry several values (NUL-separated on the wire). */
 export type SpdyHeaders = Record<string, string[]>
@@ -56,6 +68,8 @@ export class SpdyProtocolError extends Error {}
 export class FrameReader {
   private chunks: Buffer[] = []
   private length = 0
+
+  constructor(private readonly maxControlFrameBytes = DefaultMaxControlFrameBytes) {}
 
   push(chunk: Buffer): void {
     if (chunk.length === 0) return
@@ -72,6 +86,9 @@ export class FrameReader {
     if (this.length < 8) return undefined
     const head = this.peek(8)
     const size = head.readUInt32BE(4) & 0xffffff
+    if (head[0] & 0x80 && size > this.maxControlFrameBytes) {
+      throw new SpdyProtocolError(`control frame of ${size} bytes is over the limit of ${this.maxControlFrameBytes}`)
+    }
     if (this.length < 8 + size) return undefined
     const whole = this.take(8 + size)
     const first = whole.readUInt32BE(0)
@@ -128,6 +145,8 @@ export class HeaderDecompressor {
   private history: Buffer = SpdyHeaderDictionary
   private started = false
 
+  constructor(private readonly maxBlockBytes = DefaultMaxHeaderBlockBytes) {}
+
   decompress(block: Buffer): Buffer {
     let raw = block
     if (!this.started) {
@@ -142,8 +161,10 @@ export class HeaderDecompressor {
     }
     let out: Buffer
     try {
-      out = raw.length === 0 ? Buffer.alloc(0) : inflateRawSync(raw, {dictionary: this.history, finishFlush: zc.Z_SYNC_FLUSH})
+      // Inflating stops at the bound: a block that would grow past it is refused, not held.
+      out = raw.length === 0 ? Buffer.alloc(0) : inflateRawSync(raw, {dictionary: this.history, finishFlush: zc.Z_SYNC_FLUSH, maxOutputLength: this.maxBlockBytes})
     } catch (error) {
+      if ((error as {code?: string}).code === 'ERR_BUFFER_TOO_LARGE') throw new SpdyProtocolError(`header block inflates past the limit of ${this.maxBlockBytes} bytes`)
       throw new SpdyProtocolError(`cannot decompress header block: ${(error as Error).message}`)
     }
     this.history = Buffer.concat([this.history, out]).subarray(-Window)

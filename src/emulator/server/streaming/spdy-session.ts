@@ -39,12 +39,22 @@ export const DefaultStreamBufferBytes = 256 * 1024
 export const DefaultCloseGraceMs = 5_000
 /** The kubelet's streamingConnectionIdleTimeout. */
 export const DefaultStreamIdleTimeoutMs = 4 * 3600_000
+/**
+ * Streams open at once on one connection (Go's HTTP/2 server default). An exec
+ * uses up to five, a port-forward two per forwarded connection.
+ */
+export const DefaultMaxStreamsPerConnection = 250
 
 export interface SpdySessionOptions {
   /** A new stream from the peer; return false to refuse it (a SYN_REPLY with FIN). */
   onStream: (stream: SpdyStream) => boolean
   idleTimeoutMs?: number
   closeGraceMs?: number
+  /** Streams open at once; one more is refused (RST_STREAM REFUSED_STREAM), the session goes on. */
+  maxStreams?: number
+  /** Bounds of what the peer sends: an inflated header block, a control frame. Over them the session ends with GOAWAY PROTOCOL_ERROR. */
+  maxHeaderBlockBytes?: number
+  maxControlFrameBytes?: number
 }
 
 export class SpdyStream extends Duplex {
@@ -123,13 +133,14 @@ export class SpdyStream extends Duplex {
 }
 
 export class SpdySession extends EventEmitter<{close: []}> {
-  private readonly reader = new FrameReader()
-  private readonly inflate = new HeaderDecompressor()
+  private readonly reader: FrameReader
+  private readonly inflate: HeaderDecompressor
   private readonly deflate = new HeaderCompressor()
   private readonly streams = new Map<number, SpdyStream>()
   private readonly full = new Set<SpdyStream>()
   private lastStreamId = 0
   private goingAway = false
+  private failed = false
   private closeTimer: NodeJS.Timeout | undefined
   closed = false
 
@@ -139,6 +150,8 @@ export class SpdySession extends EventEmitter<{close: []}> {
     private readonly opts: SpdySessionOptions,
   ) {
     super()
+    this.reader = new FrameReader(opts.maxControlFrameBytes)
+    this.inflate = new HeaderDecompressor(opts.maxHeaderBlockBytes)
     socket.setNoDelay(true)
     socket.setTimeout(opts.idleTimeoutMs ?? DefaultStreamIdleTimeoutMs, () => socket.destroy())
     socket.on('error', () => undefined)
@@ -206,7 +219,7 @@ export class SpdySession extends EventEmitter<{close: []}> {
   // ---- incoming ----
 
   private onData(chunk: Buffer): void {
-    if (this.closed) return
+    if (this.closed || this.failed) return
     this.reader.push(chunk)
     try {
       for (let f = this.reader.next(); f; f = this.reader.next()) {
@@ -216,6 +229,8 @@ export class SpdySession extends EventEmitter<{close: []}> {
       }
     } catch (error) {
       if (!(error instanceof SpdyProtocolError)) throw error
+      // One GOAWAY; whatever else the peer sends is not read.
+      this.failed = true
       this.send(goAwayFrame(this.lastStreamId, GoAwayStatus.ProtocolError))
       this.socket.end()
       this.socket.destroySoon()
@@ -263,7 +278,8 @@ export class SpdySession extends EventEmitter<{close: []}> {
       return
     }
     this.lastStreamId = id
-    if (this.goingAway) {
+    // Over the limit, the SPDY/3 answer is REFUSED_STREAM: the peer may retry once a stream ends.
+    if (this.goingAway || this.streams.size >= (this.opts.maxStreams ?? DefaultMaxStreamsPerConnection)) {
       this.send(rstStreamFrame(id, RstStatus.RefusedStream))
       return
     }
