@@ -2,6 +2,8 @@ import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
 import {mkdtempSync} from 'node:fs'
 import {join} from 'node:path'
 import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {RequestCounter} from '../../src/emulator/kube/client.js'
+import {ObjectManager} from '../../src/emulator/kube/object-manager.js'
 import {ServiceLister} from '../../src/emulator/kube/service-lister.js'
 import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
 import {type Clients, clients, runDir, uniqueName, waitFor} from './helpers.js'
@@ -25,6 +27,8 @@ export class RuntimeHarness {
   provider!: ProcessProvider
   recorder!: EventRecorder
   services!: ServiceLister
+  objects!: ObjectManager
+  readonly counter = new RequestCounter()
 
   async setUp(opts: ProcessProviderOptions = {}): Promise<this> {
     this.c = await clients()
@@ -34,7 +38,8 @@ export class RuntimeHarness {
     this.recorder = new EventRecorder(this.c.core, this.nodeName)
     this.services = new ServiceLister(this.c.core, this.c.kc)
     this.services.start()
-    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, recorder: this.recorder}, opts)
+    this.objects = new ObjectManager(this.c.core, this.c.kc, this.counter)
+    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, objects: this.objects, recorder: this.recorder}, opts)
     this.provider.notifyPods((p) => {
       this.latest.set(p.metadata!.name!, p)
       this.reports.push(p)
@@ -45,6 +50,7 @@ export class RuntimeHarness {
   async tearDown(): Promise<void> {
     await this.provider?.close()
     await this.services?.stop()
+    await this.objects?.stop()
     if (this.ns) await this.c.core.deleteNamespace({name: this.ns}).catch(() => undefined)
   }
 

@@ -16,6 +16,8 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
+import type {TokenSource} from './service-account-tokens.js'
+import {VolumeRefresher, type VolumeRefreshOptions} from './volume-refresh.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
@@ -64,6 +66,9 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** The pod's projected service account tokens (shared by the node's pods). */
+  tokens: TokenSource
+  volumeRefresh?: VolumeRefreshOptions
   /** Called with a fresh copy of the pod whenever the reported status changes. */
   notify(pod: V1Pod): void
 }
@@ -104,6 +109,7 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  private readonly refresh: VolumeRefresher
 
   constructor(
     pod: V1Pod,
@@ -116,6 +122,20 @@ export class PodRuntime {
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+    this.refresh = new VolumeRefresher(
+      {
+        pod: () => this.pod,
+        sandbox: deps.sandbox,
+        volumes: this.volumeDeps(),
+        objects: deps.ctx.objects,
+        failed: (message) => void deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', message),
+      },
+      deps.volumeRefresh,
+    )
+  }
+
+  private volumeDeps() {
+    return {node: this.deps.node, objects: this.deps.ctx.objects, tokens: this.deps.tokens}
   }
 
   get uid(): string {
@@ -149,6 +169,7 @@ export class PodRuntime {
   /** Starts the pod; resolves after the first sync pass (started, not ready). */
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
+    this.refresh.track(this.pod)
     this.writeRecord()
     this.publish()
     await this.kick()
@@ -157,6 +178,8 @@ export class PodRuntime {
   /** The spec, labels or annotations changed: a changed image restarts its container. */
   async update(pod: V1Pod): Promise<void> {
     this.pod = pod
+    this.refresh.track(pod)
+    this.refresh.podChanged()
     const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
     for (const c of this.containers) {
       const spec = specs.find((s) => s.name === c.name)
@@ -289,13 +312,14 @@ export class PodRuntime {
       this.scheduleWake(this.configRetryAt)
       return false
     }
-    const r = await materialiseVolumes(this.pod, this.deps.sandbox, {core: this.deps.ctx.core, node: this.deps.node})
+    const r = await materialiseVolumes(this.pod, this.deps.sandbox, this.volumeDeps())
     if (!r.ok) {
       void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', r.message)
       this.retryConfigLater()
       return false
     }
     this.volumes = r.volumes
+    this.refresh.enable()
     this.configRetry.reset()
     return true
   }
@@ -330,7 +354,7 @@ export class PodRuntime {
     const sandbox = this.deps.sandbox
     const root = join(sandbox, 'roots', c.name)
     const runtimeVars = {[VolumeRootEnv]: root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, objects: this.deps.ctx.objects, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
@@ -422,6 +446,7 @@ export class PodRuntime {
       this.watchProcess(c, f.proc)
     }
     this.links = [...links]
+    this.refresh.track(this.pod)
     // Init containers are done once each completed, or once a regular container ran.
     this.initDone =
       this.regulars.some((c) => c.everRan) ||
@@ -624,6 +649,7 @@ export class PodRuntime {
    * Logs and the record stay until cleanup.
    */
   private async unmountVolumes(): Promise<void> {
+    await this.refresh.release()
     await removeRealLinks(this.links)
     this.links = []
     await removeTree(volumesDir(this.deps.sandbox))
@@ -649,6 +675,7 @@ export class PodRuntime {
     else await this.terminating
     this.closed = true
     this.clearWake()
+    await this.refresh.release()
     for (const c of this.containers) for (const p of c.probes) p.stop()
   }
 
