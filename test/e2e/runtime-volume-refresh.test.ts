@@ -5,30 +5,7 @@ import {join} from 'node:path'
 import {DefaultVolumeResyncMs} from '../../src/emulator/runtime/volume-refresh.js'
 import {describeE2e, runDir, waitFor} from './helpers.js'
 import {nodeContainer, RuntimeHarness} from './runtime-harness.js'
-
-/** Large enough that a file rewritten in place would be caught half-written. */
-const Filler = 'x'.repeat(256 * 1024)
-/** A version's content: the version at both ends, so a torn read shows as ends that differ or a wrong length. */
-const versioned = (v: string) => `${v}\n${Filler}\n${v}`
-
-/**
- * Reads each of $FILES (relative to $VNODE_VOLUME_ROOT) in a tight loop and
- * writes to $OUT, atomically, every distinct value it saw per file in order
- * (a version, or "TORN", or an error code), and $ENVV as it was at start.
- */
-const LOOP_READER = `const fs=require('fs'),p=require('path');const files=process.env.FILES.split(',');const seen={};const counts={reads:0};
-for(const f of files)seen[f]=[];
-function val(f){let t;try{t=fs.readFileSync(p.join(process.env.VNODE_VOLUME_ROOT,f),'utf8')}catch(e){return 'ERR '+e.code}
-if(!t.includes('\\n'))return t;const a=t.split('\\n');if(a.length!==3||a[0]!==a[2]||a[1].length!==${Filler.length})return 'TORN';return a[0]}
-function save(){fs.writeFileSync(process.env.OUT+'.tmp',JSON.stringify({seen,env:process.env.ENVV,reads:counts.reads}));fs.renameSync(process.env.OUT+'.tmp',process.env.OUT)}
-let last=0;function loop(){let changed=false;for(const f of files){const v=val(f);counts.reads++;const s=seen[f];if(s[s.length-1]!==v){s.push(v);changed=true}}
-if(changed||Date.now()-last>500){save();last=Date.now()}setImmediate(loop)}loop()`
-
-interface Seen {
-  seen: Record<string, string[]>
-  env: string
-  reads: number
-}
+import {LOOP_READER, type Seen, versioned} from './volume-reader.js'
 
 describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follow their sources', () => {
   const h = new RuntimeHarness()
@@ -130,7 +107,8 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
     // The subPath keeps what it had when the container started; so does the env.
     expect(s.seen['pinned/conf']).toEqual(['cm1'])
     expect(s.env).toBe('a')
-    expect(s.reads).toBeGreaterThan(1000)
+    // The reader really was reading all along (a loaded machine reads fewer).
+    expect(s.reads).toBeGreaterThan(200)
     // Old versions are gone: one timestamped directory per volume.
     expect(readdirSync(vol).filter((e) => e.startsWith('..2'))).toHaveLength(1)
     expect(h.container('live', 'app')!.restartCount).toBe(0)
