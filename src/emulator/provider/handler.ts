@@ -46,7 +46,7 @@ export interface ProviderContext {
   nodeName: string
   nodeIP: string
   stateDir: string
-  /** For reading ConfigMaps, Secrets and Services a pod refers to. */
+  /** For the TokenRequests of projected service account tokens (ConfigMaps and Secrets come from objects). */
   core: CoreV1Api
   /** The ConfigMaps and Secrets the node's pods reference, one watch each (the kubelet's managers). */
   objects: ReferencedObjects
