@@ -45,6 +45,8 @@ export interface PodLifecycleHandler {
 export interface ProviderContext {
   nodeName: string
   nodeIP: string
+  /** The API server's URL as this host reaches it (the kubeconfig's): what in-cluster config points pods to. */
+  apiServer?: string
   stateDir: string
   /** For the TokenRequests of projected service account tokens (ConfigMaps and Secrets come from objects). */
   core: CoreV1Api
