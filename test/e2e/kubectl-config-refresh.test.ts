@@ -65,12 +65,13 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
         nodeContainer('app', LOOP_READER, {
           env: [
             {name: 'OUT', value: file},
-            {name: 'FILES', value: 'cfg/conf,sec/pass,info/labels,info/annotations'},
+            {name: 'FILES', value: 'cfg/conf,sec/pass,info/labels,info/annotations,pinned'},
           ],
           volumeMounts: [
             {name: 'cfg', mountPath: '/cfg'},
             {name: 'sec', mountPath: '/sec'},
             {name: 'info', mountPath: '/info'},
+            {name: 'cfg', mountPath: '/pinned', subPath: 'conf'},
           ],
         }),
       ], {
@@ -84,6 +85,7 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     const last = (f: string) => readSeen(file)?.seen[f]?.at(-1)
     const sees = (f: string, v: string) => waitFor(() => last(f) === v, () => `${f} reading ${v.slice(0, 20)} (last: ${last(f)?.slice(0, 30)})`, DefaultVolumeResyncMs, 100)
     await sees('cfg/conf', 'c1')
+    await sees('pinned', 'c1')
     await sees('sec/pass', 's1')
     // One watch for the ConfigMap, one for the Secret. (Server-side apply: the content is too large for the last-applied annotation.)
     expect((await stats(p)).openWatches).toBe(5)
@@ -99,6 +101,8 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     const s = readSeen(file)!
     expect(s.seen['cfg/conf']).toEqual(['c1', 'c2'])
     expect(s.seen['sec/pass']).toEqual(['s1', 's2'])
+    // A subPath keeps what it had when the container started (in a sandbox: the bind mount; without: a pin).
+    expect(s.seen['pinned']).toEqual(['c1'])
 
     expect((await kubectl(['delete', 'pod', 'app', '-n', ns, '--wait=true'])).exitCode).toBe(0)
     await podsGone()
