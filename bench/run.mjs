@@ -44,8 +44,9 @@ async function namespace() {
 }
 
 /** Creates n pods in a burst and returns per-pod start latencies (ms, from the create call to all containers seen running). */
-async function startBurst(nodeName, n, podExtra = {}) {
+async function startBurst(nodeName, n, podExtra = {}, prepare = async () => undefined) {
   const nsName = await namespace()
+  await prepare(nsName)
   const obs = await podObserver(cluster.kc, nsName)
   const sent = new Map()
   await Promise.all(
@@ -81,10 +82,11 @@ async function dropNamespace(nsName) {
 }
 
 /** Requests per pod lifecycle (start, graceful delete), counted by vnode and by the API server. */
-async function costPerPod(vn, nodeName, n) {
+async function costPerPod(vn, nodeName, n, variant = {}) {
+  const scenario = variant.scenario ?? 'cost-per-pod'
   const before = await vn.stats()
   const server0 = await apiserverRequests(cluster.kc)
-  const c = await startBurst(nodeName, n)
+  const c = await startBurst(nodeName, n, variant.podExtra, variant.prepare)
   await deleteAll(c.nsName, c.obs, n)
   c.obs.stop()
   await sleep(1000)
@@ -95,6 +97,14 @@ async function costPerPod(vn, nodeName, n) {
   const writes = Object.keys(after.byResource)
     .filter((k) => /^(PATCH|PUT|POST|DELETE) pods/.test(k))
     .reduce((sum, k) => sum + delta(k), 0)
+  if (variant.scenario) {
+    // Pods referencing one ConfigMap (volume and env) with the default token: what the referenced objects cost.
+    row(scenario, 'configmap-reads', delta('GET configmaps'), 'requests')
+    row(scenario, 'configmap-watches (per burst)', delta('WATCH configmaps') * n, 'requests')
+    row(scenario, 'token-requests', delta('POST serviceaccounts/token'), 'requests')
+    row(scenario, 'reads', Object.keys(after.byResource).filter((k) => /^GET /.test(k)).reduce((sum, k) => sum + delta(k), 0), 'requests')
+    return
+  }
   row('cost-per-pod', 'api-writes (no events)', writes, 'requests')
   row('cost-per-pod', 'status-writes', delta('PATCH pods/status'), 'requests')
   row('cost-per-pod', 'deletes', delta('DELETE pods'), 'requests')
@@ -198,6 +208,17 @@ try {
 
   // 5. Cost per pod lifecycle.
   if (want('cost')) await costPerPod(await node(), 'bench-node', size.start)
+  if (want('cost')) {
+    await costPerPod(await node(), 'bench-node', size.start, {
+      scenario: 'cost-per-pod-configmap',
+      prepare: (ns) => cluster.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'shared'}, data: {k: 'v'}}}),
+      podExtra: {
+        automountServiceAccountToken: true,
+        volumes: [{name: 'cfg', configMap: {name: 'shared'}}],
+        containers: [{name: 'c', image: 'sleep', command: ['sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'cfg', mountPath: '/cfg'}]}],
+      },
+    })
+  }
   await vn?.stop()
 
   // 3. Throughput, default QPS/burst and unthrottled.

@@ -6,6 +6,7 @@ import {join} from 'node:path'
 import {freePort, portOr} from '../cluster/ports.js'
 import {UserError} from '../errors.js'
 import type {ServiceLister} from './kube/service-lister.js'
+import type {ObjectManager} from './kube/object-manager.js'
 import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
 import {EventRecorder, type RecordedEvent} from './kube/events.js'
@@ -128,6 +129,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private provider: PodLifecycleHandler | undefined
   private podController: PodController | undefined
   private services: ServiceLister | undefined
+  private objects: ObjectManager | undefined
   private nodeIP = ''
   private kubeletServer: KubeletServer | undefined
   /** Ends the loops (lease, status, watches). */
@@ -329,6 +331,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const {ServiceLister} = await import('./kube/service-lister.js')
     this.services = new ServiceLister(this.clients.core, this.clients.kc, this.clients.counter)
     this.services.start()
+    const {ObjectManager} = await import('./kube/object-manager.js')
+    this.objects = new ObjectManager(this.clients.core, this.clients.kc, this.clients.counter)
     this.provider = await factory({
       nodeName: this.opts.name,
       nodeIP: this.nodeIP,
@@ -336,6 +340,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       stateDir: this.stateDir,
       core: this.clients.core,
       services: this.services,
+      objects: this.objects,
       recorder: this.recorder,
     })
     const {PodController} = await import('./pods/pod-controller.js')
@@ -402,6 +407,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await provider?.close?.()
     await this.services?.stop()
     this.services = undefined
+    await this.objects?.stop()
+    this.objects = undefined
   }
 
   /**

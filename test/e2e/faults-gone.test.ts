@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
-import {readFileSync, writeFileSync} from 'node:fs'
+import {existsSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
@@ -233,5 +233,53 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     watcher = undefined
     expect(await p.stop()).toBe(0)
     for (const name of ['steady', 'born', 'victim', 'doomed']) expect(await processesMatching(mark(name))).toEqual([])
+  }, 120_000)
+
+  test('a ConfigMap watch that ends with 410 Gone relists: the change made while cut off reaches the mounted volume, the pod keeps running', async () => {
+    const node2 = uniqueName('gonecm')
+    const p = startVnode(node2, ['--kubeconfig', proxiedKubeconfig, '--no-default-taint'])
+    await p.ready()
+    const stats = async () => {
+      const statsLines = () => p.lines.filter((l) => l.kind === 'stats')
+      const before = statsLines().length
+      p.child.kill('SIGUSR2')
+      await waitFor(() => statsLines().length > before, 'a stats line', 10_000, 50)
+      return statsLines()[before].summary as {openWatches: number; byResource: Record<string, number>}
+    }
+    await core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'mounted'}, data: {v: 'before'}}})
+    const file = join(dir, 'mounted-seen')
+    const reader = `const fs=require('fs');setInterval(()=>{try{fs.writeFileSync('${file}.tmp',fs.readFileSync(process.env.VNODE_VOLUME_ROOT+'/cfg/v'));fs.renameSync('${file}.tmp','${file}')}catch{}},100)`
+    await createPod(core, podOn(node2, ns, 'mounter', [nodeContainer('app', reader, {volumeMounts: [{name: 'cfg', mountPath: '/cfg'}]})], {volumes: [{name: 'cfg', configMap: {name: 'mounted'}}]}))
+    await waitPod(core, ns, 'mounter', running, 'running')
+    const seen = () => (existsSync(file) ? readFileSync(file, 'utf8') : undefined)
+    await waitFor(() => seen() === 'before', 'the volume read', 20_000, 100)
+    // node, pods, services and the ConfigMap
+    expect((await stats()).openWatches).toBe(4)
+    const listsBefore = (await stats()).byResource['GET configmaps'] ?? 0
+
+    await proxy.cut()
+    const cutVersion = (await core.replaceNamespacedConfigMap({name: 'mounted', namespace: ns, body: {metadata: {name: 'mounted'}, data: {v: 'after'}}})).metadata!.resourceVersion!
+    let n = 100
+    await waitFor(
+      async () => {
+        for (let i = 0; i < 5; i++) await core.replaceNamespacedConfigMap({name: 'tick', namespace: ns, body: {metadata: {name: 'tick'}, data: {n: String(n++)}}})
+        return answersGone(kc, `/api/v1/namespaces/${ns}/configmaps`, cutVersion)
+      },
+      `a watch from resourceVersion ${cutVersion} answered 410 Gone`,
+      30_000,
+      500,
+    )
+    await proxy.restore()
+    // The watch resumed from a compacted version, was told 410, relisted, and the volume was written.
+    await waitFor(() => seen() === 'after', () => `the change in the volume (seen: ${seen()})`, 60_000, 200)
+    expect(((await stats()).byResource['GET configmaps'] ?? 0) - listsBefore).toBeGreaterThanOrEqual(1)
+    expect((await stats()).openWatches).toBe(4)
+    const pod = (await readPod(core, ns, 'mounter'))!
+    expect(running(pod)).toBe(true)
+    expect(containerStatus(pod, 'app')!.restartCount).toBe(0)
+    await core.deleteNamespacedPod({name: 'mounter', namespace: ns})
+    await waitFor(async () => !(await readPod(core, ns, 'mounter')), 'the pod gone', 30_000, 250)
+    await waitFor(async () => (await stats()).openWatches === 3, 'watches back to node, pods and services', 10_000, 200)
+    expect(await p.stop()).toBe(0)
   }, 120_000)
 })

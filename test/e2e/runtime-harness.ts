@@ -2,9 +2,11 @@ import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
 import {mkdtempSync} from 'node:fs'
 import {join} from 'node:path'
 import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {type KubeClients, makeClients, type RequestCounter} from '../../src/emulator/kube/client.js'
+import {ObjectManager} from '../../src/emulator/kube/object-manager.js'
 import {ServiceLister} from '../../src/emulator/kube/service-lister.js'
 import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
-import {type Clients, clients, runDir, uniqueName, waitFor} from './helpers.js'
+import {type Clients, clients, kubeconfigPath, runDir, uniqueName, waitFor} from './helpers.js'
 
 /** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
 export const NODE = process.execPath
@@ -25,6 +27,12 @@ export class RuntimeHarness {
   provider!: ProcessProvider
   recorder!: EventRecorder
   services!: ServiceLister
+  objects!: ObjectManager
+  /** The object manager's clients, counted as the node's are: its lists and watches. */
+  nodeClients!: KubeClients
+  get counter(): RequestCounter {
+    return this.nodeClients.counter
+  }
 
   async setUp(opts: ProcessProviderOptions = {}): Promise<this> {
     this.c = await clients()
@@ -34,7 +42,9 @@ export class RuntimeHarness {
     this.recorder = new EventRecorder(this.c.core, this.nodeName)
     this.services = new ServiceLister(this.c.core, this.c.kc)
     this.services.start()
-    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, recorder: this.recorder}, opts)
+    this.nodeClients = await makeClients({kubeconfig: kubeconfigPath()})
+    this.objects = new ObjectManager(this.nodeClients.core, this.nodeClients.kc, this.nodeClients.counter)
+    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, objects: this.objects, recorder: this.recorder}, opts)
     this.provider.notifyPods((p) => {
       this.latest.set(p.metadata!.name!, p)
       this.reports.push(p)
@@ -45,6 +55,8 @@ export class RuntimeHarness {
   async tearDown(): Promise<void> {
     await this.provider?.close()
     await this.services?.stop()
+    await this.objects?.stop()
+    this.nodeClients?.close()
     if (this.ns) await this.c.core.deleteNamespace({name: this.ns}).catch(() => undefined)
   }
 

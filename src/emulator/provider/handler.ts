@@ -1,3 +1,4 @@
+import type {ReferencedObjects} from '../kube/object-manager.js'
 import type {ServiceLookup} from '../kube/service-lister.js'
 import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {EventRecorder} from '../kube/events.js'
@@ -47,8 +48,10 @@ export interface ProviderContext {
   /** The API server's URL as this host reaches it (the kubeconfig's): what in-cluster config points pods to. */
   apiServer?: string
   stateDir: string
-  /** For reading ConfigMaps, Secrets and Services a pod refers to. */
+  /** For the TokenRequests of projected service account tokens (ConfigMaps and Secrets come from objects). */
   core: CoreV1Api
+  /** The ConfigMaps and Secrets the node's pods reference, one watch each (the kubelet's managers). */
+  objects: ReferencedObjects
   /** The cluster's Services (for containers' service environment variables), from one list+watch. */
   services: ServiceLookup
   /** Events about pods (Pulled-like Started/Killing/BackOff, Warnings). */

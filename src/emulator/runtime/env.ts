@@ -1,9 +1,12 @@
-import type {CoreV1Api, V1ConfigMap, V1Container, V1Pod, V1Secret, V1Service} from '@kubernetes/client-node'
+import type {V1Container, V1Pod, V1Service} from '@kubernetes/client-node'
 import {homedir} from 'node:os'
-import {describeApiError, isNotFound} from '../kube/errors.js'
+import type {ObjectKind, ObjectLookup} from '../kube/object-manager.js'
 import type {ServiceLookup} from '../kube/service-lister.js'
 import {parseQuantity} from '../quantity.js'
 import {expand, mappingFor} from './expansion.js'
+import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
+
+export {configMapData, secretData} from './references.js'
 
 /**
  * The only PATH a container gets unless its spec or image map sets one: the
@@ -39,7 +42,8 @@ export interface EnvInput {
   pod: V1Pod
   container: V1Container
   node: NodeFacts
-  core: CoreV1Api
+  /** The ConfigMaps and Secrets the pod references, from the node's watches. */
+  objects: ObjectLookup
   /** The cluster's Services, from the node's list+watch. */
   services: ServiceLookup
   /** Runtime variables (VNODE_VOLUME_ROOT, ...): visible to $(VAR) expansion, overridable by the spec. */
@@ -48,49 +52,9 @@ export interface EnvInput {
   image?: Record<string, string>
 }
 
-class MissingReference extends Error {}
-
-/** Objects fetched once per resolution, so a ConfigMap used by several vars is read once. */
-class ObjectCache {
-  private readonly configMaps = new Map<string, V1ConfigMap | null>()
-  private readonly secrets = new Map<string, V1Secret | null>()
-  constructor(
-    private readonly core: CoreV1Api,
-    private readonly namespace: string,
-  ) {}
-
-  /** The ConfigMap, or null when it does not exist; other API errors throw. */
-  async configMap(name: string): Promise<V1ConfigMap | null> {
-    if (!this.configMaps.has(name)) this.configMaps.set(name, await orNull(this.core.readNamespacedConfigMap({name, namespace: this.namespace})))
-    return this.configMaps.get(name)!
-  }
-
-  async secret(name: string): Promise<V1Secret | null> {
-    if (!this.secrets.has(name)) this.secrets.set(name, await orNull(this.core.readNamespacedSecret({name, namespace: this.namespace})))
-    return this.secrets.get(name)!
-  }
-}
-
-async function orNull<T>(p: Promise<T>): Promise<T | null> {
-  try {
-    return await p
-  } catch (error) {
-    if (isNotFound(error)) return null
-    throw new MissingReference(describeApiError(error))
-  }
-}
-
-export function configMapData(cm: V1ConfigMap): Record<string, string> {
-  const out: Record<string, string> = {...cm.data}
-  for (const [k, v] of Object.entries(cm.binaryData ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8')
-  return out
-}
-
-export function secretData(s: V1Secret): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8')
-  for (const [k, v] of Object.entries(s.stringData ?? {})) out[k] = v
-  return out
+/** A reference of this container, resolved by the one set of rules (references.ts). */
+function sourceRef(kind: ObjectKind, namespace: string, name: string | undefined, optional: boolean | undefined): SourceRef {
+  return {kind, namespace, name: name ?? '', optional: optional ?? false}
 }
 
 /** The base every container starts from: a minimal PATH and HOME, HOSTNAME = pod name, plus the runtime's own vars. */
@@ -104,10 +68,10 @@ export function baseEnv(pod: V1Pod, runtime: Record<string, string>): Record<str
  * order with $(VAR) expansion against what came before.
  */
 export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
-  const {pod, container, core} = input
+  const {pod, container} = input
   const namespace = pod.metadata?.namespace ?? 'default'
   const events: EnvEvent[] = []
-  const cache = new ObjectCache(core, namespace)
+  const cache = input.objects
   try {
     const serviceEnv = await serviceEnvVars(input.services, namespace, pod.spec?.enableServiceLinks !== false, input.node.apiServer)
     const tmp = new Map<string, string>()
@@ -137,42 +101,18 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
 async function addEnvFrom(
   source: NonNullable<V1Container['envFrom']>[number],
   tmp: Map<string, string>,
-  cache: ObjectCache,
+  cache: ObjectLookup,
   namespace: string,
   events: EnvEvent[],
 ): Promise<void> {
   const prefix = source.prefix ?? ''
-  let data: Record<string, string>
-  let what: string
-  if (source.configMapRef) {
-    const {name, optional} = source.configMapRef
-    what = `configMap ${namespace}/${name}`
-    const cm = await cache.configMap(name ?? '')
-    if (!cm) {
-      if (optional) {
-        events.push({type: 'Warning', reason: 'OptionalConfigMapNotFound', message: `configmap "${name}" not found`})
-        return
-      }
-      events.push({type: 'Warning', reason: 'MandatoryConfigMapNotFound', message: `configmap "${name}" not found`})
-      throw new MissingReference(`configmap "${name}" not found`)
-    }
-    data = configMapData(cm)
-  } else if (source.secretRef) {
-    const {name, optional} = source.secretRef
-    what = `secret ${namespace}/${name}`
-    const s = await cache.secret(name ?? '')
-    if (!s) {
-      if (optional) {
-        events.push({type: 'Warning', reason: 'OptionalSecretNotFound', message: `secret "${name}" not found`})
-        return
-      }
-      events.push({type: 'Warning', reason: 'MandatorySecretNotFound', message: `secret "${name}" not found`})
-      throw new MissingReference(`secret "${name}" not found`)
-    }
-    data = secretData(s)
-  } else {
-    return
-  }
+  let ref: SourceRef
+  if (source.configMapRef) ref = sourceRef('ConfigMap', namespace, source.configMapRef.name, source.configMapRef.optional)
+  else if (source.secretRef) ref = sourceRef('Secret', namespace, source.secretRef.name, source.secretRef.optional)
+  else return
+  const what = `${ref.kind === 'ConfigMap' ? 'configMap' : 'secret'} ${namespace}/${ref.name}`
+  const data = await referencedData(cache, ref, events)
+  if (!data) return
   const invalid: string[] = []
   for (const [k, v] of Object.entries(data)) {
     const name = prefix + k
@@ -200,41 +140,19 @@ async function valueFrom(
   pod: V1Pod,
   container: V1Container,
   node: NodeFacts,
-  cache: ObjectCache,
+  cache: ObjectLookup,
   namespace: string,
   events: EnvEvent[],
 ): Promise<string | undefined> {
-  if (from.configMapKeyRef) {
-    const {name, key, optional} = from.configMapKeyRef
-    const cm = await cache.configMap(name ?? '')
-    if (!cm) {
-      events.push({type: 'Warning', reason: optional ? 'OptionalConfigMapNotFound' : 'MandatoryConfigMapNotFound', message: `configmap "${name}" not found`})
-      if (optional) return undefined
-      throw new MissingReference(`configmap "${name}" not found`)
-    }
-    const data = configMapData(cm)
-    if (!Object.hasOwn(data, key)) {
-      events.push({type: 'Warning', reason: optional ? 'OptionalConfigMapKeyNotFound' : 'MandatoryConfigMapKeyNotFound', message: `key "${key}" not found in configmap "${name}"`})
-      if (optional) return undefined
-      throw new MissingReference(`couldn't find key ${key} in ConfigMap ${namespace}/${name}`)
-    }
-    return data[key]
-  }
-  if (from.secretKeyRef) {
-    const {name, key, optional} = from.secretKeyRef
-    const s = await cache.secret(name ?? '')
-    if (!s) {
-      events.push({type: 'Warning', reason: optional ? 'OptionalSecretNotFound' : 'MandatorySecretNotFound', message: `secret "${name}" not found`})
-      if (optional) return undefined
-      throw new MissingReference(`secret "${name}" not found`)
-    }
-    const data = secretData(s)
-    if (!Object.hasOwn(data, key)) {
-      events.push({type: 'Warning', reason: optional ? 'OptionalSecretKeyNotFound' : 'MandatorySecretKeyNotFound', message: `key "${key}" not found in secret "${name}"`})
-      if (optional) return undefined
-      throw new MissingReference(`couldn't find key ${key} in Secret ${namespace}/${name}`)
-    }
-    return data[key]
+  const keyRef = from.configMapKeyRef
+    ? sourceRef('ConfigMap', namespace, from.configMapKeyRef.name, from.configMapKeyRef.optional)
+    : from.secretKeyRef
+      ? sourceRef('Secret', namespace, from.secretKeyRef.name, from.secretKeyRef.optional)
+      : undefined
+  if (keyRef) {
+    const data = await referencedData(cache, keyRef, events)
+    if (!data) return undefined
+    return referencedKey(data, keyRef, (from.configMapKeyRef ?? from.secretKeyRef)!.key, 'env', events)
   }
   if (from.fieldRef) {
     const value = podFieldValue(pod, from.fieldRef.fieldPath, node)

@@ -16,6 +16,8 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
+import type {TokenSource} from './service-account-tokens.js'
+import {VolumeRefresher, type VolumeRefreshOptions} from './volume-refresh.js'
 import {containerView} from './sandbox/container-view.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
 import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
@@ -68,6 +70,9 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** The pod's projected service account tokens (shared by the node's pods). */
+  tokens: TokenSource
+  volumeRefresh?: VolumeRefreshOptions
   /** namespaces: each container in a pod sandbox (sandbox/); none: a bare host process. */
   sandboxMode: SandboxMode
   dns: PodDNS
@@ -113,6 +118,7 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  private readonly refresh: VolumeRefresher
   /** shareProcessNamespace in a sandbox: the PID 1 every container joins. */
   private pidHolder: PidNamespaceHolder | undefined
 
@@ -127,6 +133,20 @@ export class PodRuntime {
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+    this.refresh = new VolumeRefresher(
+      {
+        pod: () => this.pod,
+        sandbox: deps.sandbox,
+        volumes: this.volumeDeps(),
+        objects: deps.ctx.objects,
+        failed: (message) => void deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', message),
+      },
+      deps.volumeRefresh,
+    )
+  }
+
+  private volumeDeps() {
+    return {node: this.deps.node, objects: this.deps.ctx.objects, tokens: this.deps.tokens}
   }
 
   get uid(): string {
@@ -160,6 +180,7 @@ export class PodRuntime {
   /** Starts the pod; resolves after the first sync pass (started, not ready). */
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
+    this.refresh.track(this.pod)
     this.writeRecord()
     this.publish()
     await this.kick()
@@ -168,6 +189,8 @@ export class PodRuntime {
   /** The spec, labels or annotations changed: a changed image restarts its container. */
   async update(pod: V1Pod): Promise<void> {
     this.pod = pod
+    this.refresh.track(pod)
+    this.refresh.podChanged()
     const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
     for (const c of this.containers) {
       const spec = specs.find((s) => s.name === c.name)
@@ -300,13 +323,14 @@ export class PodRuntime {
       this.scheduleWake(this.configRetryAt)
       return false
     }
-    const r = await materialiseVolumes(this.pod, this.deps.sandbox, {core: this.deps.ctx.core, node: this.deps.node})
+    const r = await materialiseVolumes(this.pod, this.deps.sandbox, this.volumeDeps())
     if (!r.ok) {
       void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', r.message)
       this.retryConfigLater()
       return false
     }
     this.volumes = r.volumes
+    this.refresh.enable()
     this.writePodFiles()
     this.configRetry.reset()
     return true
@@ -344,7 +368,7 @@ export class PodRuntime {
     const root = join(sandbox, 'roots', c.name)
     // In a sandbox every mount is at its real path: the root of the view is /, so specs written for either mode work.
     const runtimeVars: Record<string, string> = {[VolumeRootEnv]: sandboxed ? '/' : root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, objects: this.deps.ctx.objects, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
@@ -509,6 +533,7 @@ export class PodRuntime {
       this.watchProcess(c, f.proc)
     }
     this.links = [...links]
+    this.refresh.track(this.pod)
     // Init containers are done once each completed, or once a regular container ran.
     this.initDone =
       this.regulars.some((c) => c.everRan) ||
@@ -713,6 +738,7 @@ export class PodRuntime {
    * Logs and the record stay until cleanup.
    */
   private async unmountVolumes(): Promise<void> {
+    await this.refresh.release()
     await removeRealLinks(this.links)
     this.links = []
     await removeTree(volumesDir(this.deps.sandbox))
@@ -738,6 +764,7 @@ export class PodRuntime {
     else await this.terminating
     this.closed = true
     this.clearWake()
+    await this.refresh.release()
     for (const c of this.containers) for (const p of c.probes) p.stop()
   }
 

@@ -21,6 +21,8 @@ import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode} from './sandbox/spec.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
+import {ServiceAccountTokens} from './service-account-tokens.js'
+import type {VolumeRefreshOptions} from './volume-refresh.js'
 
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
@@ -34,6 +36,9 @@ export interface ProcessProviderOptions {
   memoryBytes?: number
   /** How often an adopted process is checked for its end (adopt.ts). */
   adoptPollMs?: number
+  volumeRefresh?: VolumeRefreshOptions
+  /** The token manager's clock (tests move it to see tokens rotated). */
+  tokenClock?: () => number
   /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
   sandbox?: SandboxMode
   /** The cluster DNS pods' resolv.conf names (sandbox mode). */
@@ -57,12 +62,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   private loaded: Promise<void> | undefined
   private adopted: Promise<void> | undefined
   private closed = false
+  private readonly tokens: ServiceAccountTokens
 
   constructor(
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
     this.images = opts.images ?? new ImageMap()
+    this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
         this.images = m
@@ -149,6 +156,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      tokens: this.tokens,
+      volumeRefresh: this.opts.volumeRefresh,
       sandboxMode: this.sandboxMode,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,

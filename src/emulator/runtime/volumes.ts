@@ -1,10 +1,15 @@
-import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
+import type {V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
 import {constants} from 'node:fs'
 import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
-import {dirname, isAbsolute, join, normalize, resolve, sep} from 'node:path'
-import {describeApiError, isNotFound} from '../kube/errors.js'
-import {configMapData, formatMap, podFieldValue, resourceFieldValue, secretData, type NodeFacts} from './env.js'
+import {dirname, isAbsolute, join, sep} from 'node:path'
+import {describeApiError} from '../kube/errors.js'
+import type {ObjectLookup} from '../kube/object-manager.js'
+import {PayloadError, writeAtomic} from './atomic-writer.js'
+import {formatMap, podFieldValue, resourceFieldValue, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
+import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
+import type {TokenSource} from './service-account-tokens.js'
+import {pinSubPath, subPathPinDir} from './subpath-pin.js'
 
 /**
  * How a container finds its volumes. A process cannot see a mount at an
@@ -30,12 +35,13 @@ import {expand, mappingFor} from './expansion.js'
  */
 export const VolumeRootEnv = 'VNODE_VOLUME_ROOT'
 
-/** Token lifetime when a projected serviceAccountToken does not say (the API default). */
-export const DefaultTokenExpirationSeconds = 3600
+export {DefaultTokenExpirationSeconds} from './service-account-tokens.js'
 
 export interface VolumeDeps {
-  core: CoreV1Api
   node: NodeFacts
+  /** The ConfigMaps and Secrets the pod references, from the node's watches. */
+  objects: ObjectLookup
+  tokens: TokenSource
 }
 
 export interface MaterialisedVolume {
@@ -72,11 +78,39 @@ export async function materialiseVolumes(pod: V1Pod, sandbox: string, deps: Volu
     try {
       out.set(v.name, {name: v.name, path: await materialise(pod, v, sandbox, deps)})
     } catch (error) {
-      const why = error instanceof MountError ? error.message : describeApiError(error)
-      return {ok: false, message: `MountVolume.SetUp failed for volume "${v.name}" : ${why}`}
+      return {ok: false, message: setUpFailed(v.name, error)}
     }
   }
   return {ok: true, volumes: out}
+}
+
+function setUpFailed(volume: string, error: unknown): string {
+  const known = error instanceof MountError || error instanceof MissingReference || error instanceof PayloadError
+  return `MountVolume.SetUp failed for volume "${volume}" : ${known ? (error as Error).message : describeApiError(error)}`
+}
+
+/** Volumes whose content comes from the API and the pod (the kubelet's atomic-writer volumes): rewritten when their source changes. */
+export function isRefreshable(v: V1Volume): boolean {
+  return !!(v.configMap || v.secret || v.downwardAPI || v.projected)
+}
+
+/**
+ * Rewrites the pod's ConfigMap, Secret, downwardAPI and projected volumes
+ * from their sources now (atomically; nothing is written when nothing
+ * changed). A volume that cannot be set up keeps its last content; each
+ * failure is returned as the FailedMount message the kubelet gives.
+ */
+export async function refreshVolumes(pod: V1Pod, sandbox: string, deps: VolumeDeps): Promise<string[]> {
+  const failures: string[] = []
+  for (const v of pod.spec?.volumes ?? []) {
+    if (!isRefreshable(v)) continue
+    try {
+      await materialise(pod, v, sandbox, deps)
+    } catch (error) {
+      failures.push(setUpFailed(v.name, error))
+    }
+  }
+  return failures
 }
 
 async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: VolumeDeps): Promise<string> {
@@ -92,7 +126,8 @@ async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: Volum
   }
   const files = await projectedFiles(pod, v, deps)
   if (!files) throw new MountError(`volume type not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)`)
-  await writeVolume(dir, files.files, files.secret)
+  // Secret content is the owner's only: a mode's group and other bits are dropped.
+  await writeAtomic(dir, files.files.map((f) => ({...f, mode: (files.secret ? f.mode & 0o700 : f.mode) & 0o777})), {private: files.secret})
   return dir
 }
 
@@ -126,18 +161,8 @@ async function projectionFiles(pod: V1Pod, s: V1VolumeProjection, mode: number, 
   if (s.serviceAccountToken) {
     const bad = checkRelativePath(s.serviceAccountToken.path, 'serviceAccountToken path')
     if (bad) throw new MountError(bad)
-    const token = await deps.core.createNamespacedServiceAccountToken({
-      name: pod.spec?.serviceAccountName || 'default',
-      namespace: pod.metadata!.namespace!,
-      body: {
-        spec: {
-          audiences: s.serviceAccountToken.audience ? [s.serviceAccountToken.audience] : [],
-          expirationSeconds: s.serviceAccountToken.expirationSeconds ?? DefaultTokenExpirationSeconds,
-          boundObjectRef: {kind: 'Pod', apiVersion: 'v1', name: pod.metadata!.name!, uid: pod.metadata!.uid!},
-        },
-      },
-    })
-    return [{path: s.serviceAccountToken.path, content: token.status?.token ?? '', mode}]
+    const token = await deps.tokens.token(pod, {audience: s.serviceAccountToken.audience, expirationSeconds: s.serviceAccountToken.expirationSeconds})
+    return [{path: s.serviceAccountToken.path, content: token, mode}]
   }
   if (s.clusterTrustBundle) throw new MountError('clusterTrustBundle projections are not supported by vnode')
   return []
@@ -149,15 +174,10 @@ async function configMapFiles(
   mode: number,
   deps: VolumeDeps,
 ): Promise<VolumeFile[]> {
-  let data: Record<string, string>
-  try {
-    data = configMapData(await deps.core.readNamespacedConfigMap({name: ref.name ?? '', namespace: pod.metadata!.namespace!}))
-  } catch (error) {
-    if (!isNotFound(error)) throw error
-    if (ref.optional) return []
-    throw new MountError(`configmap "${ref.name}" not found`)
-  }
-  return keyFiles(data, ref.items, mode, ref.optional ?? false, 'configmap')
+  const source: SourceRef = {kind: 'ConfigMap', namespace: pod.metadata!.namespace!, name: ref.name ?? '', optional: ref.optional ?? false}
+  const data = await referencedData(deps.objects, source)
+  if (!data) return []
+  return keyFiles(data, ref.items, mode, source)
 }
 
 async function secretFiles(
@@ -166,18 +186,14 @@ async function secretFiles(
   mode: number,
   deps: VolumeDeps,
 ): Promise<VolumeFile[]> {
-  let data: Record<string, string>
-  try {
-    data = secretData(await deps.core.readNamespacedSecret({name: ref.secretName ?? '', namespace: pod.metadata!.namespace!}))
-  } catch (error) {
-    if (!isNotFound(error)) throw error
-    if (ref.optional) return []
-    throw new MountError(`secret "${ref.secretName}" not found`)
-  }
-  return keyFiles(data, ref.items, mode, ref.optional ?? false, 'secret')
+  const source: SourceRef = {kind: 'Secret', namespace: pod.metadata!.namespace!, name: ref.secretName ?? '', optional: ref.optional ?? false}
+  const data = await referencedData(deps.objects, source)
+  if (!data) return []
+  return keyFiles(data, ref.items, mode, source)
 }
 
-function keyFiles(data: Record<string, string>, items: V1KeyToPath[] | undefined, mode: number, optional: boolean, kind: string): VolumeFile[] {
+function keyFiles(data: Record<string, string>, items: V1KeyToPath[] | undefined, mode: number, source: SourceRef): VolumeFile[] {
+  const kind = source.kind === 'ConfigMap' ? 'configmap' : 'secret'
   if (!items || items.length === 0) {
     return Object.entries(data).map(([key, content]) => {
       if (key.includes('/') || key === '..' || key === '.') throw new MountError(`${kind} key "${key}": not a valid file name`)
@@ -188,11 +204,9 @@ function keyFiles(data: Record<string, string>, items: V1KeyToPath[] | undefined
   for (const item of items) {
     const bad = checkRelativePath(item.path, 'item path')
     if (bad) throw new MountError(bad)
-    if (!Object.hasOwn(data, item.key)) {
-      if (optional) continue
-      throw new MountError(`${kind === 'configmap' ? 'configmap' : 'secret'} references non-existent ${kind === 'configmap' ? 'config' : 'secret'} key: ${item.key}`)
-    }
-    out.push({path: item.path, content: data[item.key], mode: item.mode ?? mode})
+    const content = referencedKey(data, source, item.key, 'volume')
+    if (content === undefined) continue
+    out.push({path: item.path, content, mode: item.mode ?? mode})
   }
   return out
 }
@@ -214,25 +228,6 @@ function downwardFiles(pod: V1Pod, items: NonNullable<NonNullable<V1Volume['down
     }
     return {path: item.path, content: content ?? '', mode: item.mode ?? mode}
   })
-}
-
-/** Rewrites a volume's files from scratch; secret volumes are 0600 files in 0700 directories. */
-async function writeVolume(dir: string, files: VolumeFile[], secret: boolean): Promise<void> {
-  await removeTree(dir)
-  await mkdir(dir, {recursive: true, mode: 0o700})
-  const dirs = new Set<string>([dir])
-  for (const f of files) {
-    const target = resolve(dir, normalize(f.path))
-    if (!target.startsWith(dir + sep)) throw new MountError(`path "${f.path}" leaves the volume`)
-    const parent = dirname(target)
-    await mkdir(parent, {recursive: true, mode: 0o700})
-    for (let d = parent; d.startsWith(dir) && !dirs.has(d); d = dirname(d)) dirs.add(d)
-    const mode = (secret ? f.mode & 0o700 : f.mode) & 0o777
-    await writeFile(target, f.content, {mode: 0o600})
-    await chmod(target, mode)
-  }
-  // Read-only like the kubelet's atomic-writer volumes; secrets traversable by the owner only.
-  for (const d of dirs) await chmod(d, secret ? 0o500 : 0o555)
 }
 
 async function hostPath(path: string, type: string): Promise<string> {
@@ -298,7 +293,9 @@ export async function prepareContainerRoot(
   for (const m of mounts) {
     const src = await mountSource(m, volumes, env)
     if (!src.ok) return src
-    const target = src.source
+    // A subPath keeps what it was when the container started, as the kubelet's bind mount does.
+    const volumePath = volumes.get(m.name)!.path
+    const target = src.source === volumePath ? src.source : await pinSubPath(volumePath, src.source, subPathPinDir(volumesDir(sandbox), container.name, m.mountPath))
     const mirror = join(root, m.mountPath)
     await mkdir(dirname(mirror), {recursive: true, mode: 0o700})
     await replaceLink(mirror, target)

@@ -1,0 +1,124 @@
+import type {V1Pod} from '@kubernetes/client-node'
+import type {ReferencedObjects} from '../kube/object-manager.js'
+import {isRefreshable, refreshVolumes, type VolumeDeps} from './volumes.js'
+
+/**
+ * Every volume of a pod is set up again this often (the kubelet's sync
+ * period, 1 min): what a change notification missed, and projected
+ * service account tokens, which are rotated once 80% of their lifetime has
+ * passed (the shortest the API allows is 10 min).
+ */
+export const DefaultVolumeResyncMs = 60_000
+/** A change is written this long after it is seen: changes that come together are written once. */
+export const DefaultVolumeChangeDelayMs = 200
+
+export interface VolumeRefreshOptions {
+  resyncMs?: number
+  changeDelayMs?: number
+}
+
+export interface VolumeRefreshDeps {
+  /** The pod as it is now (labels and annotations for the downward API). */
+  pod(): V1Pod
+  sandbox: string
+  volumes: VolumeDeps
+  objects: ReferencedObjects
+  /** A volume could not be set up again: its last content stays (FailedMount). */
+  failed(message: string): void
+}
+
+/**
+ * Keeps one pod's ConfigMap, Secret, downwardAPI and projected volumes in
+ * step with their sources, as the kubelet's volume manager remounts them:
+ * at once (after a short coalescing delay) when a referenced object or the
+ * pod's metadata changes, and every resync period. Writes are atomic
+ * (atomic-writer.ts); subPath mounts and env are never touched.
+ */
+export class VolumeRefresher {
+  private enabled = false
+  private released = false
+  private timer: NodeJS.Timeout | undefined
+  private dueAt = Infinity
+  private running: Promise<void> | undefined
+  private again = false
+
+  constructor(
+    private readonly deps: VolumeRefreshDeps,
+    private readonly opts: VolumeRefreshOptions = {},
+  ) {}
+
+  private get refreshable(): boolean {
+    return (this.deps.pod().spec?.volumes ?? []).some(isRefreshable)
+  }
+
+  /** The pod references what its spec names now; a change of one of them is written soon. */
+  track(pod: V1Pod): void {
+    if (this.released) return
+    this.deps.objects.register(pod, () => this.soon())
+  }
+
+  /** The volumes were set up once: from now on they are kept up to date. */
+  enable(): void {
+    if (this.released || this.enabled) return
+    this.enabled = true
+    this.schedule(Date.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs))
+  }
+
+  /** The pod's labels or annotations may have changed (the downward API). */
+  podChanged(): void {
+    if (this.deps.pod().spec?.volumes?.some((v) => v.downwardAPI || v.projected?.sources?.some((s) => s.downwardAPI))) this.soon()
+  }
+
+  private soon(): void {
+    this.schedule(Date.now() + (this.opts.changeDelayMs ?? DefaultVolumeChangeDelayMs))
+  }
+
+  private schedule(at: number): void {
+    if (!this.enabled || this.released || !this.refreshable || at >= this.dueAt) return
+    if (this.timer) clearTimeout(this.timer)
+    this.dueAt = at
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      this.dueAt = Infinity
+      void this.run()
+    }, Math.max(0, at - Date.now()))
+  }
+
+  /** One refresh at a time; a request during one runs once more after it. */
+  private run(): Promise<void> {
+    if (this.running) {
+      this.again = true
+      return this.running
+    }
+    this.running = (async () => {
+      do {
+        this.again = false
+        if (this.released) break
+        const failures = await refreshVolumes(this.deps.pod(), this.deps.sandbox, this.deps.volumes).catch((e: unknown) => [String((e as Error).message)])
+        if (!this.released) for (const f of failures) this.deps.failed(f)
+      } while (this.again && !this.released)
+    })().finally(() => {
+      this.running = undefined
+      this.schedule(Date.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs))
+    })
+    return this.running
+  }
+
+  /**
+   * The pod's processes are gone: nothing is written any more (a write in
+   * progress is awaited, so the volumes can be removed after this), the
+   * objects are unregistered and the pod's tokens dropped. Idempotent.
+   */
+  async release(): Promise<void> {
+    this.released = true
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = undefined
+    this.dueAt = Infinity
+    const uid = this.deps.pod().metadata?.uid
+    if (uid) {
+      this.deps.objects.unregister(uid)
+      this.deps.volumes.tokens.forget(uid)
+    }
+    await this.running
+  }
+}
