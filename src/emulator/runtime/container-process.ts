@@ -3,6 +3,7 @@ import {closeSync, constants as fsConstants, openSync, rmSync} from 'node:fs'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
 import {Socket} from 'node:net'
+import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
 import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
@@ -184,7 +185,7 @@ export class ContainerProcess {
       readers.stderr.destroy()
       removePipes(pipes)
       const e = spawned === true ? undefined : spawned
-      throw new StartError(startErrorMessage(file, e))
+      throw new StartError(startErrorMessage(file, e, spec.cwd))
     }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
   }
@@ -307,8 +308,12 @@ function removePipes(pipes: OutputPipes): void {
   rmSync(pipes.stderr, {force: true})
 }
 
-function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined): string {
+function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined, cwd: string): string {
   const prefix = 'failed to start container process: exec'
+  // A relative path is not looked up in $PATH but in the working directory: say which one, and what sets it.
+  if (e?.code === 'ENOENT' && file.includes('/') && !isAbsolute(file)) {
+    return `${prefix}: "${file}": no such file or directory: a relative command is looked up in the container's working directory "${cwd}" (set workingDir to choose it)`
+  }
   if (e?.code === 'ENOENT') return `${prefix}: "${file}": executable file not found in $PATH`
   if (e?.code === 'EACCES') return `${prefix}: "${file}": permission denied`
   return `${prefix}: "${file}": ${e?.message ?? 'unknown error'}`

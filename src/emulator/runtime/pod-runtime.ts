@@ -8,9 +8,9 @@ import {ContainerProcess, StartError, type ExitInfo} from './container-process.j
 import {ContainerState, podDesc, podRef, type ContainerKind, type Termination} from './container-state.js'
 import {goDuration, type CrashLoopTiming} from './crash-loop.js'
 import {buildContainerEnv, type NodeFacts} from './env.js'
-import {expand, mappingFor} from './expansion.js'
 import {runHook, type HandlerContext} from './handlers.js'
 import {resolveProgram, type ImageMap} from './images.js'
+import {prepareProgram} from './image-program.js'
 import {containerLogFile, podLogDir} from './log-layout.js'
 import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
@@ -64,6 +64,8 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** Containers' default PATH: the one `up` was started with. */
+  path?: string
   /** Called with a fresh copy of the pod whenever the reported status changes. */
   notify(pod: V1Pod): void
 }
@@ -330,7 +332,7 @@ export class PodRuntime {
     const sandbox = this.deps.sandbox
     const root = join(sandbox, 'roots', c.name)
     const runtimeVars = {[VolumeRootEnv]: root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env, path: this.deps.path})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
@@ -339,8 +341,9 @@ export class PodRuntime {
     for (const l of rootResult.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
     if (this.finished) return
 
-    const mapping = mappingFor(env)
-    const argv = program.program.argv.map((a) => expand(a, mapping))
+    const prepared = await prepareProgram(program.program, c.spec, sandbox, env)
+    if (!prepared.ok) return this.configFailed(c, 'CreateContainerError', prepared.message)
+    const argv = prepared.argv
     const cwd = this.workingDir(c, program.program.workingDir, root)
     const msgFile = join(root, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
     mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})

@@ -13,6 +13,7 @@ import {isGroupAlive, processGroups, signalGroup} from './proc.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
 import type {NodeFacts} from './env.js'
 import {ImageMap} from './images.js'
+import {defaultImageMap} from './default-images.js'
 import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.js'
 import {podSandbox} from './pod-record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
@@ -24,6 +25,8 @@ export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
   imagesFile?: string
   images?: ImageMap
+  /** Containers' default PATH (`up` passes its own); the runtimes' minimal one when unset. */
+  path?: string
   rotation?: Partial<LogRotation>
   crashLoop?: Partial<CrashLoopTiming>
   configRetry?: {initialMs: number; maxMs: number}
@@ -54,10 +57,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
-    this.images = opts.images ?? new ImageMap()
+    this.images = opts.images ?? defaultImageMap()
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
-        this.images = m
+        this.images = m.over(defaultImageMap())
       })
     }
     this.node = {
@@ -135,6 +138,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      path: this.opts.path,
       notify: (p) => this.callback(p),
     })
   }
