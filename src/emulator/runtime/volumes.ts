@@ -5,6 +5,7 @@ import {dirname, isAbsolute, join, normalize, resolve, sep} from 'node:path'
 import {describeApiError, isNotFound} from '../kube/errors.js'
 import {configMapData, formatMap, podFieldValue, resourceFieldValue, secretData, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
+import {claimVolume} from './persistent-volumes.js'
 
 /**
  * How a container finds its volumes. A process cannot see a mount at an
@@ -42,6 +43,8 @@ export interface MaterialisedVolume {
   name: string
   /** Where the volume's content is on this machine. */
   path: string
+  /** Mounted read-only whatever the volumeMount says (a PVC volume's readOnly, a ReadOnlyMany PV). */
+  readOnly?: boolean
 }
 
 export type VolumeResult = {ok: true; volumes: Map<string, MaterialisedVolume>} | {ok: false; message: string}
@@ -69,6 +72,12 @@ export async function materialiseVolumes(pod: V1Pod, sandbox: string, deps: Volu
   const out = new Map<string, MaterialisedVolume>()
   await mkdir(volumesDir(sandbox), {recursive: true, mode: 0o700})
   for (const v of pod.spec?.volumes ?? []) {
+    if (v.persistentVolumeClaim) {
+      const r = await claimVolume(pod, v, deps.core, hostPath)
+      if (!r.ok) return r
+      out.set(v.name, {name: v.name, path: r.path, readOnly: r.readOnly})
+      continue
+    }
     try {
       out.set(v.name, {name: v.name, path: await materialise(pod, v, sandbox, deps)})
     } catch (error) {
@@ -91,7 +100,7 @@ async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: Volum
     return dir
   }
   const files = await projectedFiles(pod, v, deps)
-  if (!files) throw new MountError(`volume type not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)`)
+  if (!files) throw new MountError(`volume type ${volumeType(v)} not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)`)
   await writeVolume(dir, files.files, files.secret)
   return dir
 }
@@ -233,6 +242,11 @@ async function writeVolume(dir: string, files: VolumeFile[], secret: boolean): P
   }
   // Read-only like the kubelet's atomic-writer volumes; secrets traversable by the owner only.
   for (const d of dirs) await chmod(d, secret ? 0o500 : 0o555)
+}
+
+/** The volume's source field (ephemeral, csi, nfs, ...). */
+function volumeType(v: V1Volume): string {
+  return Object.keys(v).find((k) => k !== 'name' && (v as unknown as Record<string, unknown>)[k] != null) ?? 'unknown'
 }
 
 async function hostPath(path: string, type: string): Promise<string> {
