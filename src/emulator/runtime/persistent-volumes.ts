@@ -53,7 +53,7 @@ export async function claimVolume(pod: V1Pod, v: V1Volume, core: CoreV1Api, chec
   } catch (error) {
     return setUp((error as Error).message)
   }
-  return setUp(`PersistentVolume "${pvName}" is a ${persistentVolumeType(pv)} volume, which vnode cannot mount (supported: ${SupportedPersistentVolumeTypes.join(', ')})`)
+  return setUp(`PersistentVolume "${pvName}" has type ${persistentVolumeType(pv)}, which vnode cannot mount (supported: ${SupportedPersistentVolumeTypes.join(', ')})`)
 }
 
 function onlyReadOnlyMany(modes: string[] | undefined): boolean {

@@ -1,4 +1,4 @@
-import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {V1Container, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
 import {closeSync, mkdirSync, openSync, readSync, writeFileSync} from 'node:fs'
 import {dirname, isAbsolute, join, relative} from 'node:path'
@@ -46,6 +46,11 @@ export interface RestoredContainer {
   history: Termination[]
   /** The live instance, when its process was found. */
   proc?: ContainerProcess
+}
+
+/** The pod's ephemeral containers, as containers (their fields are a subset). */
+function ephemeralSpecs(pod: V1Pod): V1Container[] {
+  return (pod.spec?.ephemeralContainers ?? []) as V1Container[]
 }
 
 export function recordTermination(t: Termination): RecordedTermination {
@@ -116,6 +121,7 @@ export class PodRuntime {
     this.containers = [
       ...(spec.initContainers ?? []).map((c) => new ContainerState(c, c.restartPolicy === 'Always' ? 'sidecar' : 'init', deps.crashLoop)),
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
+      ...ephemeralSpecs(pod).map((c) => new ContainerState(c, 'ephemeral', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
   }
@@ -133,7 +139,11 @@ export class PodRuntime {
   }
 
   private get inits(): ContainerState[] {
-    return this.containers.filter((c) => c.kind !== 'regular')
+    return this.containers.filter((c) => c.kind === 'init' || c.kind === 'sidecar')
+  }
+
+  private get ephemerals(): ContainerState[] {
+    return this.containers.filter((c) => c.kind === 'ephemeral')
   }
 
   private get regulars(): ContainerState[] {
@@ -170,6 +180,8 @@ export class PodRuntime {
         void this.stopContainer(c, `Container ${c.name} definition changed, will be restarted`, this.podGraceMs())
       }
     }
+    // `kubectl debug`: ephemeral containers are only ever added; the next sync starts them.
+    for (const e of ephemeralSpecs(pod)) if (!this.containers.some((c) => c.name === e.name)) this.containers.push(new ContainerState(e, 'ephemeral', this.deps.crashLoop))
     this.publish()
     await this.kick()
   }
@@ -226,6 +238,8 @@ export class PodRuntime {
       if (!c.everRan || this.shouldRestart(c)) await this.maybeStart(c)
       else c.waiting = undefined
     }
+    // Ephemeral containers run once the pod's containers run, and never restart.
+    for (const c of this.ephemerals) if (!this.finished && !c.running && !c.stopping && !c.everRan) await this.maybeStart(c)
     if (!this.finished && this.regulars.every((c) => !c.running && !c.stopping && c.everRan && !c.waiting && !this.shouldRestart(c))) {
       await this.finish()
     }
@@ -584,6 +598,7 @@ export class PodRuntime {
   private async finish(): Promise<void> {
     this.finished = true
     this.clearWake()
+    await Promise.all(this.ephemerals.map((c) => this.stopContainer(c, `Stopping container ${c.name}`, this.podGraceMs())))
     for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, this.podGraceMs())
     this.publish()
   }
@@ -665,6 +680,7 @@ export class PodRuntime {
       containerStatuses: this.regulars.map((c) => c.status(def)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     }
     if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
+    if (this.ephemerals.length > 0) status.ephemeralContainerStatuses = this.ephemerals.map((c) => c.status('ContainerCreating'))
     if (this.outcome) Object.assign(status, this.outcome)
     return status
   }
