@@ -5,6 +5,8 @@ import {stat} from 'node:fs/promises'
 import {Socket} from 'node:net'
 import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
+import {resolveExecutable} from './container-exec.js'
+import {spawnOnTerminal, type ContainerTerminal} from './container-tty.js'
 import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
@@ -43,6 +45,8 @@ export interface SpawnSpec {
   rotation?: LogRotation
   /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
   stdin?: boolean
+  /** Run on a pseudo-terminal (the container's `tty: true`): container-tty.ts. */
+  tty?: boolean
 }
 
 export type OutputStream = 'stdout' | 'stderr'
@@ -141,6 +145,7 @@ export class ContainerProcess {
     } catch {
       throw new StartError(`failed to start container process: chdir to cwd ("${spec.cwd}") set in config.json failed: no such file or directory`)
     }
+    if (spec.tty) return ContainerProcess.startOnTerminal(spec, file, args)
     const pipes = outputPipes(spec.pipes)
     await makePipes(pipes)
     const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
@@ -188,6 +193,37 @@ export class ContainerProcess {
       throw new StartError(startErrorMessage(file, e, spec.cwd))
     }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
+  }
+
+  /** A `tty: true` instance (container-tty.ts): one output, the terminal's, logged as stdout. */
+  private static async startOnTerminal(spec: SpawnSpec, file: string, args: string[]): Promise<ContainerProcess> {
+    let path: string
+    try {
+      path = resolveExecutable(file, spec.env, spec.cwd)
+    } catch (error) {
+      const e = error as Error
+      const relative = file.includes('/') && !isAbsolute(file) && /no such file/.test(e.message)
+      throw new StartError(relative ? startErrorMessage(file, Object.assign(new Error(e.message), {code: 'ENOENT'}), spec.cwd) : `failed to start container process: ${e.message}`)
+    }
+    const startedAt = new Date()
+    let term: ContainerTerminal
+    try {
+      term = await spawnOnTerminal(path, args, {TERM: 'xterm', ...spec.env}, spec.cwd)
+    } catch (error) {
+      throw new StartError(`failed to start container process: exec: "${file}": ${(error as Error).message}`)
+    }
+    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+    const proc = new ContainerProcess(term.pid, readStat(term.pid)?.startTime ?? 0, startedAt, term.exited, {stdout: term.output, stderr: Readable.from([])}, log, spec.env, spec.cwd, outputPipes(spec.pipes), spec.stdin ? term.input : undefined)
+    proc.terminal = term
+    return proc
+  }
+
+  /** The container's terminal, when it runs on one (`tty: true`). */
+  terminal: ContainerTerminal | undefined
+
+  /** Resizes the container's terminal (kubectl attach -t); nothing for a container without one. */
+  resize(cols: number, rows: number): void {
+    this.terminal?.resize(cols, rows)
   }
 
   /**

@@ -379,7 +379,7 @@ export class PodRuntime {
     try {
       const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
       mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
-      proc = await ContainerProcess.start({argv, env, cwd, logPath, pipes, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
+      proc = await ContainerProcess.start({argv, env, cwd, logPath, pipes, rotation: this.deps.rotation, stdin: c.spec.stdin === true, tty: c.spec.tty === true})
     } catch (error) {
       if (!(error instanceof StartError)) throw error
       const now = new Date()
