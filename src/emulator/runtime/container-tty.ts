@@ -75,6 +75,8 @@ export interface OpenTerminal {
   resize(cols: number, rows: number): void
   /** Drops vnode's copy of the slave side: the output ends once the program's copies are gone. */
   closeSlave(): void
+  /** Closes the terminal (the program could not be started). */
+  close(): void
 }
 
 interface UnixTerminalLike {
@@ -128,6 +130,7 @@ export async function openTerminal(): Promise<OpenTerminal> {
       t._slave.destroy()
       closeAllOf(t._pty)
     },
+    close: end,
   }
 }
 

@@ -10,7 +10,7 @@ export function imageDir(sandbox: string, container: string): string {
   return join(sandbox, 'images', container)
 }
 
-export type PreparedProgram = {ok: true; argv: string[]} | {ok: false; message: string}
+export type PreparedProgram = {ok: true; argv: string[]; imageDir?: string} | {ok: false; message: string}
 
 /**
  * The argv a container runs, after `$(VAR)` expansion. A program from an
@@ -27,7 +27,7 @@ export async function prepareProgram(program: ResolvedProgram, container: V1Cont
   if (!(await installed(file, env.PATH ?? ''))) return {ok: false, message: missingProgramMessage(container, program, env.PATH ?? '')}
   await mkdir(dir, {recursive: true, mode: 0o700})
   for (const [name, content] of Object.entries(program.files ?? {})) await writeFile(join(dir, name), expand(content, own), {mode: 0o600})
-  return {ok: true, argv: program.argv.map((a) => expand(expand(a, own), mapping))}
+  return {ok: true, argv: program.argv.map((a) => expand(expand(a, own), mapping)), imageDir: dir}
 }
 
 /** Whether the program can be executed: a path as it is, a bare name on PATH (as execvp looks it up). */
