@@ -62,8 +62,11 @@ describeE2e('kubectl: terminals and debug containers', () => {
     return t
   }
 
+  let sandboxed = false
+
   beforeAll(async () => {
     await f.setUp()
+    sandboxed = (await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])).stdout === 'namespaces'
     await f.create({
       metadata: {name: 'target'},
       spec: {terminationGracePeriodSeconds: 2, containers: [{name: 'app', image: 'busybox', args: ['sh', '-c', 'echo target-up; while :; do sleep 1; done', marker]}]},
@@ -80,9 +83,11 @@ describeE2e('kubectl: terminals and debug containers', () => {
     const t = terminal()
     await t.start(['run', 'shell', '-n', f.ns, `--overrides={"spec":{"nodeName":"${f.nodeName}"}}`, '--image=busybox', '--restart=Never', '-it', '--', 'sh'])
     await t.waitScreen(/If you don't see a command prompt/, 'kubectl attached')
-    await t.type(`tty; stty size; echo "ok-$((6*7))-${marker}"`)
+    await t.type(`[ -t 0 ] && [ -t 1 ] && echo on-a-terminal; tty; stty size; echo "ok-$((6*7))-${marker}"`)
     const screen = await t.waitScreen(new RegExp(`ok-42-${marker}`), 'the shell answering')
-    expect(screen).toMatch(/\/dev\/pts\/\d+/)
+    expect(screen).toContain('on-a-terminal')
+    // bwrap shows the controlling terminal as /dev/console in its fresh /dev; a bare process sees the pty.
+    expect(screen).toMatch(sandboxed ? /\/dev\/console/ : /\/dev\/pts\/\d+/)
     expect(screen).toContain(`${t.rows} ${t.cols}`)
     // The client's terminal changes size: kubectl sends it, the container's terminal follows.
     await t.resize(120, 40)
@@ -104,8 +109,10 @@ describeE2e('kubectl: terminals and debug containers', () => {
     const t = terminal()
     await t.start(['debug', '-it', 'target', '-n', f.ns, '--image=busybox', '--target=app', '-c', 'dbg', '--', 'sh'])
     await t.waitScreen(/If you don't see a command prompt/, 'kubectl debug attached')
-    await t.type(`echo "debug-$((6*7))-${marker}"`)
-    await t.waitScreen(new RegExp(`debug-42-${marker}`), 'the debug shell answering')
+    await t.type(`echo "debug-$((6*7))-${marker}"; echo "pid1=$(tr -c '[:print:]' ' ' </proc/1/cmdline)"`)
+    const screen = await t.waitScreen(new RegExp(`debug-42-${marker}[\\s\\S]*pid1=`), 'the debug shell answering')
+    // In a sandbox, --target puts the debug container in the target's PID namespace: its PID 1 is the target's process.
+    if (sandboxed) expect(screen).toMatch(new RegExp(`pid1=sh -c .* ${marker}`))
     expect(await f.jsonpath('target', '{.status.ephemeralContainerStatuses[0].name}|{.status.ephemeralContainerStatuses[0].state.running.startedAt}')).toMatch(/^dbg\|\d{4}-/)
     await t.type('exit 3')
     await waitFor(async () => (await f.jsonpath('target', '{.status.ephemeralContainerStatuses[0].state.terminated.exitCode}')) === '3', 'dbg terminated with 3')
@@ -119,10 +126,12 @@ describeE2e('kubectl: terminals and debug containers', () => {
   })
 
   test('kubectl debug -i without --target, input from a pipe', async () => {
-    const r = await kubectl(['debug', '-i', 'target', '-n', f.ns, '--image=busybox', '-c', 'piped', '--', 'sh', '-c', 'read line; echo "got $line"'], `hello-${marker}\n`)
+    const r = await kubectl(['debug', '-i', 'target', '-n', f.ns, '--image=busybox', '-c', 'piped', '--', 'sh', '-c', 'read line; echo "got $line"; echo "pid1=$(tr -c "[:print:]" " " </proc/1/cmdline)" >&2'], `hello-${marker}\n`)
     expect(r.stdout).toContain(`got hello-${marker}`)
+    // Without --target, a PID namespace of its own (in a sandbox): its PID 1 is itself.
+    if (sandboxed) expect(r.stderr).toContain('pid1=sh -c read line')
     await waitFor(async () => (await f.jsonpath('target', '{.status.ephemeralContainerStatuses[?(@.name=="piped")].state.terminated.exitCode}')) === '0', 'piped terminated with 0')
-    expect((await f.logs('target', ['-c', 'piped'])).stdout).toBe(`got hello-${marker}`)
+    expect((await f.logs('target', ['-c', 'piped'])).stdout).toMatch(new RegExp(`^got hello-${marker}$`, 'm'))
   })
 
   test('kubectl debug --copy-to: a copy of the pod with the debug container', async () => {

@@ -96,12 +96,19 @@ describeE2e('kubectl: persistent volumes', () => {
       spec: {
         restartPolicy: 'Never',
         terminationGracePeriodSeconds: 2,
-        containers: [{name: 'app', image: 'busybox', args: ['cat', 'data/greeting'], volumeMounts: [{name: 'data', mountPath: '/data'}]}],
+        containers: [{name: 'app', image: 'busybox', args: ['sh', '-c', 'cat data/greeting; echo; touch data/new 2>/dev/null && echo writable || echo read-only'], volumeMounts: [{name: 'data', mountPath: '/data'}]}],
         volumes: [{name: 'data', persistentVolumeClaim: {claimName: 'local', readOnly: true}}],
       },
     })
     await f.waitRow('reader', (r) => r.status === 'Completed', 'Completed')
-    expect((await f.logs('reader')).stdout).toBe('hello from a local PV')
+    const out = (await f.logs('reader')).stdout.split('\n')
+    expect(out[0]).toBe('hello from a local PV')
+    // The sandbox binds it read-only; a bare host process cannot be kept from writing (as for hostPath).
+    const sandboxed = (await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])).stdout === 'namespaces'
+    if (sandboxed) {
+      expect(out[1]).toBe('read-only')
+      expect(existsSync(join(dir, 'new'))).toBe(false)
+    }
     await kubectl(['delete', 'pod', 'reader', '-n', f.ns, '--wait=false'])
     await f.gone('reader')
   })

@@ -6,6 +6,7 @@ import {Socket} from 'node:net'
 import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
 import {resolveExecutable} from './container-exec.js'
+import {relativeCommandNotFound} from './command-errors.js'
 import {openTerminal, spawnOnTerminal, type ContainerTerminal} from './container-tty.js'
 import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
@@ -467,7 +468,7 @@ function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined, c
   const prefix = 'failed to start container process: exec'
   // A relative path is not looked up in $PATH but in the working directory: say which one, and what sets it.
   if (e?.code === 'ENOENT' && file.includes('/') && !isAbsolute(file)) {
-    return `${prefix}: "${file}": no such file or directory: a relative command is looked up in the container's working directory "${cwd}" (set workingDir to choose it)`
+    return `failed to start container process: ${relativeCommandNotFound(file, cwd)}`
   }
   if (e?.code === 'ENOENT') return `${prefix}: "${file}": executable file not found in $PATH`
   if (e?.code === 'EACCES') return `${prefix}: "${file}": permission denied`
