@@ -37,7 +37,7 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
-    images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command'}),
+    images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command; its entries come before the built-in ones'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
@@ -65,12 +65,14 @@ export default class Up extends Command {
     const {hostname} = await import('node:os')
     const {resolve} = await import('node:path')
     const {ImageMap} = await import('../emulator/runtime/images.js')
+    const {defaultImageMap} = await import('../emulator/runtime/default-images.js')
     // Read the image map before registering, so a bad file fails before the node exists.
-    const images = flags.images
+    const userImages = flags.images
       ? await ImageMap.load(flags.images).catch((error: Error) => {
           throw new UserError(`invalid --images ${flags.images}: ${error.message}`)
         })
       : undefined
+    const images = (userImages ?? new ImageMap()).over(defaultImageMap())
     const {detectSandbox} = await import('../emulator/runtime/sandbox/detect.js')
     const {SandboxLabel} = await import('../emulator/runtime/sandbox/spec.js')
     const sandbox = await detectSandbox(flags.sandbox as 'auto' | 'namespaces' | 'none').catch((error: Error) => {
@@ -95,7 +97,8 @@ export default class Up extends Command {
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
-        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode})
+        // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

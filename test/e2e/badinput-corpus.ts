@@ -47,7 +47,7 @@ export function corpus(ctx: CorpusContext): BadInputCase[] {
   const cases: BadInputCase[] = [
     // ---- images and programs ----
     {name: 'unmapped-image', pod: pod('unmapped-image', [{name: 'app', image: 'registry.invalid/nothing:1'}]), expect: {container: 'app', waiting: 'CreateContainerError'}, event: 'Failed'},
-    {name: 'unmapped-image-args', pod: pod('unmapped-image-args', [{name: 'app', image: 'busybox', args: ['echo', 'hi']}]), expect: {container: 'app', waiting: 'CreateContainerError'}, event: 'Failed'},
+    {name: 'unmapped-image-args', pod: pod('unmapped-image-args', [{name: 'app', image: 'registry.invalid/nothing-with-args:1', args: ['echo', 'hi']}]), expect: {container: 'app', waiting: 'CreateContainerError'}, event: 'Failed'},
     {name: 'missing-binary', pod: pod('missing-binary', [c(['/nonexistent/bin/app'])]), expect: {container: 'app', terminated: 'StartError', exitCode: 128, message: /no such file|not found/}, event: 'Failed'},
     {name: 'missing-binary-on-path', pod: pod('missing-binary-on-path', [c(['no-such-program-anywhere'])]), expect: {container: 'app', terminated: 'StartError', exitCode: 128, message: /executable file not found/}, event: 'Failed'},
     {name: 'not-executable', pod: pod('not-executable', [c([ctx.noExec])]), expect: {container: 'app', terminated: 'StartError', exitCode: 128, message: /permission denied/}, event: 'Failed'},

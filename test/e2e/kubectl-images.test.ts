@@ -60,16 +60,16 @@ describeE2e('kubectl: images, commands and start errors', () => {
   })
 
   test('an unmapped image without a command: CreateContainerError that says how to fix it', async () => {
-    await f.create({metadata: {name: 'unmapped'}, spec: {terminationGracePeriodSeconds: 2, containers: [{name: 'web', image: 'nginx:1.25'}]}})
+    await f.create({metadata: {name: 'unmapped'}, spec: {terminationGracePeriodSeconds: 2, containers: [{name: 'web', image: 'registry.example/web:1.25'}]}})
     const row = await f.waitRow('unmapped', (r) => r.status === 'CreateContainerError', 'CreateContainerError')
     expect(row).toMatchObject({ready: '0/1', restarts: 0})
     const message = await f.jsonpath('unmapped', '{.status.containerStatuses[0].state.waiting.message}')
     expect(message).toBe(
-      `container "web" has no command and image "nginx:1.25" matches no entry in the image map ${imagesFile}: set command (and args) in the container spec, ` +
-        'or map the image to a program with `kubectl vnode up --images FILE`, e.g. images: {"nginx*": {command: ["/path/to/program"]}}',
+      `container "web" has no command and image "registry.example/web:1.25" matches no entry in the image map ${imagesFile}: set command (and args) in the container spec, ` +
+        'or map the image to a program with `kubectl vnode up --images FILE`, e.g. images: {"registry.example/web*": {command: ["/path/to/program"]}}',
     )
     expect(await f.jsonpath('unmapped', '{.status.phase}')).toBe('Pending')
-    await f.waitDescribe('unmapped', /Warning\s+Failed\s+.*Error: container "web" has no command and image "nginx:1.25" matches no entry/)
+    await f.waitDescribe('unmapped', /Warning\s+Failed\s+.*Error: container "web" has no command and image "registry.example\/web:1.25" matches no entry/)
     await kubectl(['delete', 'pod', 'unmapped', '-n', f.ns, '--wait=false'])
     await f.gone('unmapped')
   })

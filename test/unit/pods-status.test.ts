@@ -27,6 +27,19 @@ function build(p: V1Pod, over: Partial<StatusInput> = {}) {
 const cond = (s: ReturnType<typeof build>, type: string) => s.conditions!.find((c) => c.type === type)
 
 describe('pod status building', () => {
+  test('ephemeral containers: their own status list, no say in the phase or readiness; lost ones terminated with the pod', () => {
+    const p = pod({ephemeralContainers: [{name: 'dbg', image: 'busybox'}]})
+    const s = build(p, {reported: {containerStatuses: [running('app')], ephemeralContainerStatuses: [exited('dbg', 3)]}, sandboxReady: true})
+    expect(s.phase).toBe('Running')
+    expect(cond(s, 'Ready')!.status).toBe('True')
+    expect(s.ephemeralContainerStatuses).toEqual([expect.objectContaining({name: 'dbg', state: {terminated: expect.objectContaining({exitCode: 3})}})])
+    const waiting = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
+    expect(waiting.ephemeralContainerStatuses).toEqual([expect.objectContaining({name: 'dbg', state: {waiting: {reason: 'ContainerCreating'}}})])
+    const ended = build(p, {reported: {containerStatuses: [exited('app', 0)], ephemeralContainerStatuses: [running('dbg')]}, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(ended.ephemeralContainerStatuses![0].state!.terminated!.exitCode).toBe(137)
+    expect(build(pod()).ephemeralContainerStatuses).toBeUndefined()
+  })
+
   test('a pod nothing was reported for: Pending, ContainerCreating, the five conditions in kubelet order with their reasons', () => {
     const s = build(pod())
     expect(s.phase).toBe('Pending')

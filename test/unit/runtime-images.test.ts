@@ -1,5 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
-import {ImageMap, imageCandidates, resolveProgram} from '../../src/emulator/runtime/images.js'
+import {ImageMap, imageCandidates, missingProgramMessage, resolveProgram} from '../../src/emulator/runtime/images.js'
+import {defaultImageMap} from '../../src/emulator/runtime/default-images.js'
 
 const map = ImageMap.parse(
   `images:
@@ -66,5 +67,41 @@ describe('image map', () => {
     ['images: {x: [', 'not valid YAML'],
   ])('rejects %j', (text, msg) => {
     expect(() => ImageMap.parse(text, 'f.yaml')).toThrow(msg)
+  })
+})
+
+describe('the built-in image map', () => {
+  const builtIn = defaultImageMap()
+  const user = ImageMap.parse('images:\n  busybox: {command: [/opt/own/busybox]}\n', 'mine.yaml').over(builtIn)
+
+  test("a base image has no ENTRYPOINT: the container's args are the command, the image's CMD without them", () => {
+    expect(resolveProgram({name: 'c', image: 'busybox', args: ['sh', '-c', 'echo hi']}, builtIn)).toMatchObject({ok: true, program: {argv: ['sh', '-c', 'echo hi']}})
+    expect(resolveProgram({name: 'c', image: 'docker.io/library/alpine:3.20'}, builtIn)).toMatchObject({ok: true, program: {argv: ['/bin/sh']}})
+    const r = resolveProgram({name: 'c', image: 'python:3.12', args: ['python3', '-c', 'print(1)']}, builtIn)
+    expect(r.ok && r.program.mapped).toBe(undefined)
+  })
+
+  test('a server image maps to its program, marked as built-in, with its files', () => {
+    const r = resolveProgram({name: 'web', image: 'nginx:1.27', ports: [{containerPort: 8081}]}, builtIn)
+    expect(r).toMatchObject({ok: true, program: {mapped: {pattern: 'nginx', builtIn: true}}})
+    if (!r.ok) return
+    expect(r.program.argv).toEqual(['nginx', '-e', 'stderr', '-p', '$(VNODE_IMAGE_DIR)', '-c', '$(VNODE_IMAGE_DIR)/nginx.conf', '-g', 'daemon off;'])
+    expect(r.program.files?.['nginx.conf']).toContain('listen 8081;')
+  })
+
+  test('--images entries come before the built-in ones; what neither maps is still an error', () => {
+    expect(resolveProgram({name: 'c', image: 'busybox:1.36'}, user)).toMatchObject({ok: true, program: {argv: ['/opt/own/busybox'], mapped: {pattern: 'busybox', builtIn: false}}})
+    expect(resolveProgram({name: 'c', image: 'nginx'}, user)).toMatchObject({ok: true, program: {mapped: {builtIn: true}}})
+    expect(resolveProgram({name: 'c', image: 'registry.example/app:1'}, user).ok).toBe(false)
+  })
+
+  test('a missing program: the message names the image, the program, the PATH and how to map it', () => {
+    const r = resolveProgram({name: 'c', image: 'redis:7'}, builtIn)
+    if (!r.ok) throw new Error(r.message)
+    const m = missingProgramMessage({name: 'c', image: 'redis:7'}, r.program, '/usr/bin:/bin')
+    expect(m).toBe(
+      `image "redis:7" runs the program "redis-server" (entry "redis" of vnode's built-in image map), which is not installed: looked for "redis-server" in PATH=/usr/bin:/bin; ` +
+        'install it, set command in the container spec, or map the image to another program with `kubectl vnode up --images FILE`, e.g. images: {"redis*": {command: ["/path/to/program"]}}',
+    )
   })
 })

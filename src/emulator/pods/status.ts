@@ -298,13 +298,17 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   const waitingReason = hasInit ? 'PodInitializing' : 'ContainerCreating'
   let initStatuses = convertStatuses(spec.initContainers ?? [], reported?.initContainerStatuses, previous.initContainerStatuses, waitingReason)
   let statuses = convertStatuses(spec.containers, reported?.containerStatuses, previous.containerStatuses, waitingReason)
+  // Ephemeral containers (kubectl debug) have their own list, and no say in the phase or readiness.
+  let ephemeralStatuses = convertStatuses((spec.ephemeralContainers ?? []) as V1Container[], reported?.ephemeralContainerStatuses, previous.ephemeralContainerStatuses, 'ContainerCreating')
   if (input.override?.noContainers) {
     initStatuses = []
     statuses = []
+    ephemeralStatuses = []
   } else if (input.podIsTerminal) {
     const t = terminatePod(spec, initStatuses, statuses, now)
     initStatuses = t.initStatuses
     statuses = t.statuses
+    ephemeralStatuses = terminateAll(ephemeralStatuses, now)
   }
   statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 
@@ -367,6 +371,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
     ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
     ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),
+    ...(ephemeralStatuses.length > 0 ? {ephemeralContainerStatuses: ephemeralStatuses} : {}),
     ...(apiStatus.qosClass ? {qosClass: apiStatus.qosClass} : {}),
   }
   if (reason) status.reason = reason

@@ -35,6 +35,12 @@ export function attachToProcess(proc: ContainerProcess, spec: AttachSpec, io: St
     }
     input?.on('data', onInput)
     input?.once('end', onInputEnd)
+    // A tty container's terminal takes the client's size (kubectl sends it on joining and on every change).
+    const onResize = (size: {width: number; height: number}) => proc.resize(size.width, size.height)
+    if (io.tty) {
+      io.resize?.on('resize', onResize)
+      if (io.resize?.last) onResize(io.resize.last)
+    }
     let settled = false
     const finish = () => {
       if (settled) return
@@ -42,6 +48,7 @@ export function attachToProcess(proc: ContainerProcess, spec: AttachSpec, io: St
       unsubscribe()
       input?.off('data', onInput)
       input?.off('end', onInputEnd)
+      io.resize?.off('resize', onResize)
       io.signal.removeEventListener('abort', finish)
       resolve()
     }

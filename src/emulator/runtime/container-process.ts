@@ -3,7 +3,11 @@ import {closeSync, constants as fsConstants, openSync, rmSync} from 'node:fs'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
 import {Socket} from 'node:net'
+import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
+import {resolveExecutable} from './container-exec.js'
+import {relativeCommandNotFound} from './command-errors.js'
+import {openTerminal, spawnOnTerminal, type ContainerTerminal} from './container-tty.js'
 import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
@@ -44,6 +48,8 @@ export interface SpawnSpec {
   rotation?: LogRotation
   /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
   stdin?: boolean
+  /** Run on a pseudo-terminal (the container's `tty: true`): container-tty.ts. */
+  tty?: boolean
   /** Run in a pod sandbox (namespaces mode); a bare host process when unset. cwd is then in the container's view. */
   sandbox?: ContainerSandboxSpec
   /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
@@ -155,12 +161,13 @@ export class ContainerProcess {
   static async start(spec: SpawnSpec): Promise<ContainerProcess> {
     const [file, ...args] = spec.argv
     if (!file) throw new StartError('failed to start container process: no command to run')
-    if (spec.sandbox) return ContainerProcess.startSandboxed(spec, spec.sandbox)
+    if (spec.sandbox) return spec.tty ? ContainerProcess.startSandboxedOnTerminal(spec, spec.sandbox) : ContainerProcess.startSandboxed(spec, spec.sandbox)
     try {
       if (!(await stat(spec.cwd)).isDirectory()) throw new Error('not a directory')
     } catch {
       throw new StartError(`failed to start container process: chdir to cwd ("${spec.cwd}") set in config.json failed: no such file or directory`)
     }
+    if (spec.tty) return ContainerProcess.startOnTerminal(spec, file, args)
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     const spawn = () =>
       execa(file, args, {
@@ -195,7 +202,7 @@ export class ContainerProcess {
     if (spawned !== true || child.pid === undefined) {
       abandon()
       const e = spawned === true ? undefined : spawned
-      throw new StartError(startErrorMessage(file, e))
+      throw new StartError(startErrorMessage(file, e, spec.cwd))
     }
     try {
       await spec.beforeExec?.(child.pid)
@@ -206,6 +213,70 @@ export class ContainerProcess {
       throw new StartError(`failed to start container process: ${(error as Error).message}`)
     }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
+  }
+
+  /** A `tty: true` instance (container-tty.ts): one output, the terminal's, logged as stdout. */
+  private static async startOnTerminal(spec: SpawnSpec, file: string, args: string[]): Promise<ContainerProcess> {
+    let path: string
+    try {
+      path = resolveExecutable(file, spec.env, spec.cwd)
+    } catch (error) {
+      const e = error as Error
+      const relative = file.includes('/') && !isAbsolute(file) && /no such file/.test(e.message)
+      throw new StartError(relative ? startErrorMessage(file, Object.assign(new Error(e.message), {code: 'ENOENT'}), spec.cwd) : `failed to start container process: ${e.message}`)
+    }
+    const startedAt = new Date()
+    let term: ContainerTerminal
+    try {
+      term = await spawnOnTerminal(path, args, {TERM: 'xterm', ...spec.env}, spec.cwd)
+    } catch (error) {
+      throw new StartError(`failed to start container process: exec: "${file}": ${(error as Error).message}`)
+    }
+    try {
+      await spec.beforeExec?.(term.pid)
+    } catch (error) {
+      signalGroup(term.pid, 'SIGKILL')
+      await term.exited
+      throw new StartError(`failed to start container process: ${(error as Error).message}`)
+    }
+    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+    const proc = new ContainerProcess(term.pid, readStat(term.pid)?.startTime ?? 0, startedAt, term.exited, {stdout: term.output, stderr: Readable.from([])}, log, spec.env, spec.cwd, outputPipes(spec.pipes), spec.stdin ? term.input : undefined)
+    proc.terminal = term
+    return proc
+  }
+
+  /** A `tty: true` instance in a pod sandbox: bwrap's PID 1 on the slave side of a terminal vnode opened. */
+  private static async startSandboxedOnTerminal(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
+    const term = await openTerminal()
+    const startedAt = new Date()
+    let started: Awaited<ReturnType<typeof spawnSandboxed>>
+    try {
+      started = await spawnSandboxed({argv: spec.argv, env: {TERM: 'xterm', ...spec.env}, cwd: spec.cwd, sandbox, stdin: term.slaveFd, stdout: term.slaveFd, stderr: term.slaveFd, tty: true, beforeExec: spec.beforeExec})
+    } catch (error) {
+      term.closeSlave()
+      term.close()
+      if (error instanceof SandboxStartError) throw new StartError(`failed to start container process: ${error.message}`)
+      throw error
+    } finally {
+      term.closeSlave()
+    }
+    const {monitor, pid} = started
+    const rawExit = new Promise<RawExit>((resolve) => {
+      if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
+      else monitor.once('exit', (code, signal) => resolve({code, signal}))
+    })
+    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+    const proc = new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, {stdout: term.output, stderr: Readable.from([])}, log, spec.env, spec.cwd, outputPipes(spec.pipes), spec.stdin ? term.input : undefined, {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}, monitor.pid)
+    proc.terminal = term
+    return proc
+  }
+
+  /** The container's terminal, when it runs on one (`tty: true`). */
+  terminal: Pick<ContainerTerminal, 'resize'> | undefined
+
+  /** Resizes the container's terminal (kubectl attach -t); nothing for a container without one. */
+  resize(cols: number, rows: number): void {
+    this.terminal?.resize(cols, rows)
   }
 
   /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. */
@@ -392,8 +463,12 @@ function removePipes(pipes: OutputPipes): void {
   rmSync(pipes.stderr, {force: true})
 }
 
-function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined): string {
+function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined, cwd: string): string {
   const prefix = 'failed to start container process: exec'
+  // A relative path is not looked up in $PATH but in the working directory: say which one, and what sets it.
+  if (e?.code === 'ENOENT' && file.includes('/') && !isAbsolute(file)) {
+    return `failed to start container process: ${relativeCommandNotFound(file, cwd)}`
+  }
   if (e?.code === 'ENOENT') return `${prefix}: "${file}": executable file not found in $PATH`
   if (e?.code === 'EACCES') return `${prefix}: "${file}": permission denied`
   return `${prefix}: "${file}": ${e?.message ?? 'unknown error'}`

@@ -3,7 +3,8 @@ import type {ContainerProcess} from './container-process.js'
 import {CrashLoopBackoff, type CrashLoopTiming} from './crash-loop.js'
 import type {ProbeWorker} from './probes.js'
 
-export type ContainerKind = 'init' | 'sidecar' | 'regular'
+/** ephemeral: a `kubectl debug` container, added by a spec update, run once and never restarted. */
+export type ContainerKind = 'init' | 'sidecar' | 'regular' | 'ephemeral'
 
 /** One finished instance, newest first in ContainerState.history. */
 export interface Termination {
@@ -77,6 +78,7 @@ export class ContainerState {
   }
 
   fieldPath(): string {
+    if (this.kind === 'ephemeral') return `spec.ephemeralContainers{${this.name}}`
     return this.kind === 'regular' ? `spec.containers{${this.name}}` : `spec.initContainers{${this.name}}`
   }
 

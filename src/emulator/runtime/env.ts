@@ -9,9 +9,10 @@ import {MissingReference, referencedData, referencedKey, type SourceRef} from '.
 export {configMapData, secretData} from './references.js'
 
 /**
- * The only PATH a container gets unless its spec or image map sets one: the
- * container runtimes' default. Nothing of vnode's own environment (its PATH,
- * KUBECONFIG, tokens, proxies) is passed on.
+ * The PATH a container gets when neither `up`'s environment (EnvInput.path),
+ * its image map entry nor its spec sets one: the container runtimes'
+ * default. Nothing else of vnode's own environment (KUBECONFIG, tokens,
+ * proxies) is passed on.
  */
 export const DefaultContainerPath = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 
@@ -50,6 +51,8 @@ export interface EnvInput {
   runtime: Record<string, string>
   /** Env from the image map: below everything the spec sets. */
   image?: Record<string, string>
+  /** The default PATH: the one `up` was started with (the user's toolchain); DefaultContainerPath when unset. */
+  path?: string
 }
 
 /** A reference of this container, resolved by the one set of rules (references.ts). */
@@ -57,9 +60,9 @@ function sourceRef(kind: ObjectKind, namespace: string, name: string | undefined
   return {kind, namespace, name: name ?? '', optional: optional ?? false}
 }
 
-/** The base every container starts from: a minimal PATH and HOME, HOSTNAME = pod name, plus the runtime's own vars. */
-export function baseEnv(pod: V1Pod, runtime: Record<string, string>): Record<string, string> {
-  return {PATH: DefaultContainerPath, HOME: homedir(), HOSTNAME: pod.spec?.hostname ?? pod.metadata?.name ?? '', ...runtime}
+/** The base every container starts from: PATH (up's, or a minimal one) and HOME, HOSTNAME = pod name, plus the runtime's own vars. */
+export function baseEnv(pod: V1Pod, runtime: Record<string, string>, path: string = DefaultContainerPath): Record<string, string> {
+  return {PATH: path, HOME: homedir(), HOSTNAME: pod.spec?.hostname ?? pod.metadata?.name ?? '', ...runtime}
 }
 
 /**
@@ -76,7 +79,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
     const serviceEnv = await serviceEnvVars(input.services, namespace, pod.spec?.enableServiceLinks !== false, input.node.apiServer)
     const tmp = new Map<string, string>()
     for (const source of container.envFrom ?? []) await addEnvFrom(source, tmp, cache, namespace, events)
-    const base = baseEnv(pod, input.runtime)
+    const base = baseEnv(pod, input.runtime, input.path || DefaultContainerPath)
     const mapping = mappingFor(tmp, serviceEnv, input.runtime)
     for (const v of container.env ?? []) {
       if (v.value !== undefined && v.value !== '') {

@@ -25,7 +25,16 @@ export interface ImageEntry {
   args?: string[]
   env?: Record<string, string>
   workingDir?: string
+  /**
+   * Built-in entries only: files the program needs (a server's config),
+   * written under the container's image directory before each start;
+   * `$(VNODE_IMAGE_DIR)` in command and args is that directory.
+   */
+  files?: (container: V1Container) => Record<string, string>
 }
+
+/** In an image map entry's command and args: the container's image directory (built-in entries' files). */
+export const ImageDirVar = 'VNODE_IMAGE_DIR'
 
 export interface ImageRule {
   pattern: string
@@ -36,7 +45,16 @@ export class ImageMap {
   constructor(
     readonly rules: ImageRule[] = [],
     readonly source?: string,
+    /** Consulted when no rule of this map matches: the built-in map (default-images.ts). */
+    readonly fallback?: ImageMap,
+    /** vnode's own map, not a user's file. */
+    readonly builtIn = false,
   ) {}
+
+  /** This map over another: its rules first (its `*` too), then the other's. */
+  over(fallback: ImageMap): ImageMap {
+    return new ImageMap(this.rules, this.source, fallback, this.builtIn)
+  }
 
   static async load(path: string): Promise<ImageMap> {
     let text: string
@@ -64,13 +82,18 @@ export class ImageMap {
     return new ImageMap(rules, source)
   }
 
-  /** The rule for an image: exact names first, then globs in file order, then `*`. */
+  /** The rule for an image: exact names first, then globs in file order, then `*`; then the fallback's. */
   resolve(image: string): ImageRule | undefined {
     const candidates = imageCandidates(image)
     const exact = this.rules.find((r) => !r.pattern.includes('*') && candidates.includes(r.pattern))
     if (exact) return exact
     const glob = this.rules.find((r) => r.pattern !== '*' && r.pattern.includes('*') && candidates.some((c) => globRegExp(r.pattern).test(c)))
-    return glob ?? this.rules.find((r) => r.pattern === '*')
+    return glob ?? this.rules.find((r) => r.pattern === '*') ?? this.fallback?.resolve(image)
+  }
+
+  /** The map (this one or a fallback) a rule belongs to. */
+  ownerOf(rule: ImageRule): ImageMap | undefined {
+    return this.rules.includes(rule) ? this : this.fallback?.ownerOf(rule)
   }
 }
 
@@ -107,13 +130,22 @@ function scalar(v: unknown, where: string): string {
   throw invalidInput(`${where}: expected a string`)
 }
 
-/** The image as written, and without its digest and tag, so "nginx" matches "nginx:1.25". */
+/**
+ * The image as written, and without its digest and tag, so "nginx" matches
+ * "nginx:1.25"; Docker Hub's official images also by their short name, so
+ * "nginx" matches "docker.io/library/nginx:1.25".
+ */
 export function imageCandidates(image: string): string[] {
   const noDigest = image.split('@')[0]
   const lastSlash = noDigest.lastIndexOf('/')
   const colon = noDigest.lastIndexOf(':')
   const noTag = colon > lastSlash ? noDigest.slice(0, colon) : noDigest
-  return [...new Set([image, noDigest, noTag])]
+  const hub = /^(?:(?:docker\.io|index\.docker\.io|registry-1\.docker\.io)\/)?library\/(.+)$|^(?:docker\.io|index\.docker\.io)\/(.+)$/
+  const short = [noDigest, noTag].map((n) => {
+    const m = hub.exec(n)
+    return m ? (m[1] ?? m[2]) : n
+  })
+  return [...new Set([image, noDigest, noTag, ...short])]
 }
 
 export function globRegExp(pattern: string): RegExp {
@@ -127,6 +159,10 @@ export interface ResolvedProgram {
   workingDir?: string
   /** Identifies what the image resolved to, as an image digest would. */
   imageID: string
+  /** The program came from an image map entry's command: where it is not installed, the start fails with CreateContainerError. */
+  mapped?: {pattern: string; builtIn: boolean; source?: string}
+  /** Files to write under the container's image directory (built-in server images). */
+  files?: Record<string, string>
 }
 
 export type ProgramResult = {ok: true; program: ResolvedProgram} | {ok: false; message: string}
@@ -141,10 +177,17 @@ export function resolveProgram(container: V1Container, images: ImageMap): Progra
   const rule = image ? images.resolve(image) : undefined
   const entry = rule?.entry ?? {}
   let argv: string[]
+  let mapped: ResolvedProgram['mapped']
+  const owner = rule ? images.ownerOf(rule) : undefined
+  const builtIn = owner?.builtIn === true
   if (container.command && container.command.length > 0) {
     argv = [...container.command, ...(container.args ?? [])]
   } else if (entry.command) {
     argv = [...entry.command, ...(container.args ?? entry.args ?? [])]
+    mapped = {pattern: rule!.pattern, builtIn, ...(owner?.source ? {source: owner.source} : {})}
+  } else if (rule && (container.args?.length || entry.args?.length)) {
+    // An image without an ENTRYPOINT: its CMD (or the container's args, which replace it) is the whole command.
+    argv = [...(container.args?.length ? container.args : entry.args!)]
   } else {
     const where = images.source ? `the image map ${images.source}` : 'the image map (no --images file was given)'
     const why = rule ? `its image map entry "${rule.pattern}" has no command` : `image "${image}" matches no entry in ${where}`
@@ -155,8 +198,26 @@ export function resolveProgram(container: V1Container, images: ImageMap): Progra
         `or map the image to a program with \`kubectl vnode up --images FILE\`, e.g. images: {"${suggestPattern(image)}": {command: ["/path/to/program"]}}`,
     }
   }
-  const imageID = `vnode://sha256:${createHash('sha256').update(JSON.stringify({image, rule: rule?.pattern, entry})).digest('hex')}`
-  return {ok: true, program: {argv, env: entry.env ?? {}, workingDir: entry.workingDir, imageID}}
+  const imageID = `vnode://sha256:${createHash('sha256').update(JSON.stringify({image, rule: rule?.pattern, builtIn, entry})).digest('hex')}`
+  const files = !container.command?.length && entry.files ? entry.files(container) : undefined
+  return {ok: true, program: {argv, env: entry.env ?? {}, workingDir: entry.workingDir, imageID, ...(mapped ? {mapped} : {}), ...(files ? {files} : {})}}
+}
+
+/**
+ * Where an image map entry's program is not installed: the
+ * CreateContainerError message, naming the image, the program and where it
+ * was looked for, and how to map the image to something else.
+ */
+export function missingProgramMessage(container: V1Container, program: ResolvedProgram, path: string): string {
+  const image = container.image ?? ''
+  const file = program.argv[0] ?? ''
+  const where = program.mapped?.builtIn ? "vnode's built-in image map" : `the image map ${program.mapped?.source ?? ''}`.trim()
+  const looked = file.includes('/') ? `"${file}" does not exist or is not executable` : `looked for "${file}" in PATH=${path}`
+  return (
+    `image "${image}" runs the program "${file}" (entry "${program.mapped?.pattern}" of ${where}), which is not installed: ${looked}; ` +
+    `install it, set command in the container spec, or map the image to another program with \`kubectl vnode up --images FILE\`, ` +
+    `e.g. images: {"${suggestPattern(image)}": {command: ["/path/to/program"]}}`
+  )
 }
 
 function suggestPattern(image: string): string {

@@ -38,7 +38,7 @@ export interface RecordedTermination {
 
 export interface ContainerRecord {
   name: string
-  kind: 'init' | 'sidecar' | 'regular'
+  kind: 'init' | 'sidecar' | 'regular' | 'ephemeral'
   containerID?: string
   /** The main process, which is also the process group id. */
   pid?: number

@@ -1,4 +1,4 @@
-import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {V1Container, V1EphemeralContainer, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
 import {closeSync, mkdirSync, openSync, readSync, writeFileSync} from 'node:fs'
 import {dirname, isAbsolute, join, relative} from 'node:path'
@@ -8,9 +8,9 @@ import {ContainerProcess, StartError, type ExitInfo} from './container-process.j
 import {ContainerState, podDesc, podRef, type ContainerKind, type Termination} from './container-state.js'
 import {goDuration, type CrashLoopTiming} from './crash-loop.js'
 import {buildContainerEnv, type NodeFacts} from './env.js'
-import {expand, mappingFor} from './expansion.js'
 import {runHook, type HandlerContext} from './handlers.js'
 import {resolveProgram, type ImageMap} from './images.js'
+import {prepareProgram} from './image-program.js'
 import {containerLogFile, podLogDir} from './log-layout.js'
 import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
@@ -54,6 +54,11 @@ export interface RestoredContainer {
   proc?: ContainerProcess
 }
 
+/** The pod's ephemeral containers, as containers (their fields are a subset). */
+function ephemeralSpecs(pod: V1Pod): V1Container[] {
+  return (pod.spec?.ephemeralContainers ?? []) as V1Container[]
+}
+
 export function recordTermination(t: Termination): RecordedTermination {
   return {...t, startedAt: t.startedAt?.toISOString(), finishedAt: t.finishedAt.toISOString()}
 }
@@ -73,6 +78,8 @@ export interface PodRuntimeDeps {
   /** The pod's projected service account tokens (shared by the node's pods). */
   tokens: TokenSource
   volumeRefresh?: VolumeRefreshOptions
+  /** Containers' default PATH: the one `up` was started with. */
+  path?: string
   /** namespaces: each container in a pod sandbox (sandbox/); none: a bare host process. */
   sandboxMode: SandboxMode
   dns: PodDNS
@@ -131,6 +138,7 @@ export class PodRuntime {
     this.containers = [
       ...(spec.initContainers ?? []).map((c) => new ContainerState(c, c.restartPolicy === 'Always' ? 'sidecar' : 'init', deps.crashLoop)),
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
+      ...ephemeralSpecs(pod).map((c) => new ContainerState(c, 'ephemeral', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
     this.refresh = new VolumeRefresher(
@@ -146,7 +154,7 @@ export class PodRuntime {
   }
 
   private volumeDeps() {
-    return {node: this.deps.node, objects: this.deps.ctx.objects, tokens: this.deps.tokens}
+    return {node: this.deps.node, objects: this.deps.ctx.objects, tokens: this.deps.tokens, core: this.deps.ctx.core}
   }
 
   get uid(): string {
@@ -162,7 +170,11 @@ export class PodRuntime {
   }
 
   private get inits(): ContainerState[] {
-    return this.containers.filter((c) => c.kind !== 'regular')
+    return this.containers.filter((c) => c.kind === 'init' || c.kind === 'sidecar')
+  }
+
+  private get ephemerals(): ContainerState[] {
+    return this.containers.filter((c) => c.kind === 'ephemeral')
   }
 
   private get regulars(): ContainerState[] {
@@ -202,6 +214,8 @@ export class PodRuntime {
         void this.stopContainer(c, `Container ${c.name} definition changed, will be restarted`, this.podGraceMs())
       }
     }
+    // `kubectl debug`: ephemeral containers are only ever added; the next sync starts them.
+    for (const e of ephemeralSpecs(pod)) if (!this.containers.some((c) => c.name === e.name)) this.containers.push(new ContainerState(e, 'ephemeral', this.deps.crashLoop))
     this.publish()
     await this.kick()
   }
@@ -258,6 +272,8 @@ export class PodRuntime {
       if (!c.everRan || this.shouldRestart(c)) await this.maybeStart(c)
       else c.waiting = undefined
     }
+    // Ephemeral containers run once the pod's containers run, and never restart.
+    for (const c of this.ephemerals) if (!this.finished && !c.running && !c.stopping && !c.everRan) await this.maybeStart(c)
     if (!this.finished && this.regulars.every((c) => !c.running && !c.stopping && c.everRan && !c.waiting && !this.shouldRestart(c))) {
       await this.finish()
     }
@@ -368,7 +384,7 @@ export class PodRuntime {
     const root = join(sandbox, 'roots', c.name)
     // In a sandbox every mount is at its real path: the root of the view is /, so specs written for either mode work.
     const runtimeVars: Record<string, string> = {[VolumeRootEnv]: sandboxed ? '/' : root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, objects: this.deps.ctx.objects, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
+    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, objects: this.deps.ctx.objects, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env, path: this.deps.path})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
@@ -406,8 +422,17 @@ export class PodRuntime {
     }
     if (this.finished) return
 
-    const mapping = mappingFor(env)
-    const argv = program.program.argv.map((a) => expand(a, mapping))
+    const prepared = await prepareProgram(program.program, c.spec, sandbox, env)
+    if (!prepared.ok) return this.configFailed(c, 'CreateContainerError', prepared.message)
+    const argv = prepared.argv
+    // A mapped server program's files: at the same path inside the sandbox (under the hidden state dir).
+    if (view && prepared.imageDir) view.binds.push({source: prepared.imageDir, target: prepared.imageDir, readOnly: false})
+    // kubectl debug --target: the debug container joins the target's PID namespace.
+    const target = c.kind === 'ephemeral' ? (c.spec as V1EphemeralContainer).targetContainerName : undefined
+    if (view && target && !view.pidNamespaceOf) {
+      const t = this.containers.find((x) => x.name === target && x.kind !== 'ephemeral')
+      if (t?.proc?.sandboxed) view.pidNamespaceOf = t.proc.pid
+    }
 
     // The new instance's restartCount: how many instances ran before it.
     const logPath = containerLogFile(this.deps.ctx.stateDir, pod.metadata!.namespace!, pod.metadata!.name!, this.uid, c.name, c.instances)
@@ -433,6 +458,7 @@ export class PodRuntime {
         pipes,
         rotation: this.deps.rotation,
         stdin: c.spec.stdin === true,
+        tty: c.spec.tty === true,
         sandbox: view,
         beforeExec: beforeExec ? (pid) => beforeExec(pod, c.name, pid) : undefined,
       })
@@ -693,6 +719,7 @@ export class PodRuntime {
   private async finish(): Promise<void> {
     this.finished = true
     this.clearWake()
+    await Promise.all(this.ephemerals.map((c) => this.stopContainer(c, `Stopping container ${c.name}`, this.podGraceMs())))
     for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, this.podGraceMs())
     this.publish()
   }
@@ -778,6 +805,7 @@ export class PodRuntime {
       containerStatuses: this.regulars.map((c) => c.status(def)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     }
     if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
+    if (this.ephemerals.length > 0) status.ephemeralContainerStatuses = this.ephemerals.map((c) => c.status('ContainerCreating'))
     if (this.outcome) Object.assign(status, this.outcome)
     return status
   }

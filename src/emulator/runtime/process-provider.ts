@@ -13,6 +13,7 @@ import {isGroupAlive, processGroups, signalGroup} from './proc.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
 import type {NodeFacts} from './env.js'
 import {ImageMap} from './images.js'
+import {defaultImageMap} from './default-images.js'
 import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.js'
 import {podSandbox} from './pod-record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
@@ -28,6 +29,8 @@ export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
   imagesFile?: string
   images?: ImageMap
+  /** Containers' default PATH (`up` passes its own); the runtimes' minimal one when unset. */
+  path?: string
   rotation?: Partial<LogRotation>
   crashLoop?: Partial<CrashLoopTiming>
   configRetry?: {initialMs: number; maxMs: number}
@@ -68,11 +71,11 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
-    this.images = opts.images ?? new ImageMap()
+    this.images = opts.images ?? defaultImageMap()
     this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
-        this.images = m
+        this.images = m.over(defaultImageMap())
       })
     }
     this.node = {
@@ -158,6 +161,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
       tokens: this.tokens,
       volumeRefresh: this.opts.volumeRefresh,
+      path: this.opts.path,
       sandboxMode: this.sandboxMode,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,

@@ -1,4 +1,4 @@
-import type {V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
+import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
 import {constants} from 'node:fs'
 import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {dirname, isAbsolute, join, sep} from 'node:path'
@@ -10,6 +10,7 @@ import {expand, mappingFor} from './expansion.js'
 import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
 import type {TokenSource} from './service-account-tokens.js'
 import {pinSubPath, subPathPinDir} from './subpath-pin.js'
+import {claimVolume} from './persistent-volumes.js'
 
 /**
  * How a container finds its volumes. A process cannot see a mount at an
@@ -42,12 +43,16 @@ export interface VolumeDeps {
   /** The ConfigMaps and Secrets the pod references, from the node's watches. */
   objects: ObjectLookup
   tokens: TokenSource
+  /** For the PersistentVolumeClaims and PersistentVolumes a pod's claims name. */
+  core: CoreV1Api
 }
 
 export interface MaterialisedVolume {
   name: string
   /** Where the volume's content is on this machine. */
   path: string
+  /** Mounted read-only whatever the volumeMount says (a PVC volume's readOnly, a ReadOnlyMany PV). */
+  readOnly?: boolean
 }
 
 export type VolumeResult = {ok: true; volumes: Map<string, MaterialisedVolume>} | {ok: false; message: string}
@@ -75,6 +80,12 @@ export async function materialiseVolumes(pod: V1Pod, sandbox: string, deps: Volu
   const out = new Map<string, MaterialisedVolume>()
   await mkdir(volumesDir(sandbox), {recursive: true, mode: 0o700})
   for (const v of pod.spec?.volumes ?? []) {
+    if (v.persistentVolumeClaim) {
+      const r = await claimVolume(pod, v, deps.core, hostPath)
+      if (!r.ok) return r
+      out.set(v.name, {name: v.name, path: r.path, readOnly: r.readOnly})
+      continue
+    }
     try {
       out.set(v.name, {name: v.name, path: await materialise(pod, v, sandbox, deps)})
     } catch (error) {
@@ -125,7 +136,7 @@ async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: Volum
     return dir
   }
   const files = await projectedFiles(pod, v, deps)
-  if (!files) throw new MountError(`volume type not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected)`)
+  if (!files) throw new MountError(`volume type ${volumeType(v)} not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)`)
   // Secret content is the owner's only: a mode's group and other bits are dropped.
   await writeAtomic(dir, files.files.map((f) => ({...f, mode: (files.secret ? f.mode & 0o700 : f.mode) & 0o777})), {private: files.secret})
   return dir
@@ -228,6 +239,11 @@ function downwardFiles(pod: V1Pod, items: NonNullable<NonNullable<V1Volume['down
     }
     return {path: item.path, content: content ?? '', mode: item.mode ?? mode}
   })
+}
+
+/** The volume's source field (ephemeral, csi, nfs, ...). */
+function volumeType(v: V1Volume): string {
+  return Object.keys(v).find((k) => k !== 'name' && (v as unknown as Record<string, unknown>)[k] != null) ?? 'unknown'
 }
 
 async function hostPath(path: string, type: string): Promise<string> {

@@ -14,7 +14,7 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   if (!resolved) return
   const {target, container, runtime, ref, uidMatches} = resolved
   const notFound = `container ${container} not found in pod ${podFullName(target.pod)}`
-  const spec = [...(target.pod.spec?.containers ?? []), ...(target.pod.spec?.initContainers ?? [])].find((c) => c.name === container)
+  const spec = [...(target.pod.spec?.containers ?? []), ...(target.pod.spec?.initContainers ?? []), ...(target.pod.spec?.ephemeralContainers ?? [])].find((c) => c.name === container)
   if (!spec || !uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, notFound)
   const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
   if (!upgrade) return

@@ -44,7 +44,7 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
   for (const m of input.container.volumeMounts ?? []) {
     const src = await mountSource(m, input.volumes, input.env)
     if (!src.ok) return src
-    binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name)})
+    binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name) || input.volumes.get(m.name)?.readOnly === true})
   }
   return {ok: true, spec: {hostname: input.hostname, binds, hide: [input.stateDir]}}
 }

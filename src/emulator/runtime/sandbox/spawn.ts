@@ -4,6 +4,9 @@ import {delimiter, isAbsolute, join, resolve} from 'node:path'
 import type {Readable, Writable} from 'node:stream'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
+import {relativeCommandNotFound} from '../command-errors.js'
+import {hostProgram} from '../host-programs.js'
+import {ControllingTerminalPrefix} from '../container-tty.js'
 
 /** How long bwrap may take to report its sandboxed PID 1. */
 export const DefaultSandboxStartTimeoutMs = 10_000
@@ -17,7 +20,9 @@ export interface SandboxedSpawn {
   env: Record<string, string>
   cwd: string
   sandbox: ContainerSandboxSpec
-  stdin: 'pipe' | 'ignore'
+  stdin: 'pipe' | 'ignore' | number
+  /** stdin, stdout and stderr are a terminal's slave side: it becomes PID 1's controlling terminal (container-tty.ts). */
+  tty?: boolean
   stdout: number | 'ignore'
   stderr: number | 'ignore'
   beforeExec?: (pid: number) => Promise<void>
@@ -44,7 +49,7 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   checkProgram(s.sandbox, file, s.env, s.cwd)
   let args: string[]
   try {
-    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...withoutBwrapPwd(s.env), ...s.argv]
+    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...withoutBwrapPwd(s.env), ...(s.tty ? [hostProgram(ControllingTerminalPrefix[0]), ...ControllingTerminalPrefix.slice(1)] : []), ...s.argv]
   } catch (error) {
     if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
     throw error
@@ -53,7 +58,7 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
   let monitor: ChildProcess
   try {
-    monitor = spawn(command[0], command.slice(1), {
+    monitor = spawn(hostProgram(command[0]), command.slice(1), {
       env: s.env,
       cwd: '/',
       detached: true,
@@ -144,11 +149,12 @@ function checkProgram(sandbox: ContainerSandboxSpec, file: string, env: Record<s
     }
   }
   if (denied) throw new SandboxStartError(`exec: "${file}": permission denied`)
+  if (file.includes('/') && !isAbsolute(file)) throw new SandboxStartError(relativeCommandNotFound(file, cwd))
   if (file.includes('/')) throw new SandboxStartError(`exec: "${file}": stat ${file}: no such file or directory`)
   throw new SandboxStartError(`exec: "${file}": executable file not found in $PATH`)
 }
 
 /** The argv prefix that runs a program in a container's namespaces (exec, probes, hooks). */
 export function enterArgv(pid: number, cwd: string, network: boolean): string[] {
-  return [NsenterProgram, `--target=${pid}`, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wd=${cwd}`, '--']
+  return [hostProgram(NsenterProgram), `--target=${pid}`, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wd=${cwd}`, '--']
 }

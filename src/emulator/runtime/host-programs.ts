@@ -1,0 +1,27 @@
+import {accessSync, constants} from 'node:fs'
+import {delimiter, join} from 'node:path'
+
+const found = new Map<string, string>()
+
+/**
+ * The runtime's own helper programs (bwrap, nsenter, setsid) by absolute
+ * path, found on vnode's PATH: never on the container's, which the pod may
+ * set to anything. The name itself when it is not found (the spawn then
+ * fails with its usual error).
+ */
+export function hostProgram(name: string): string {
+  const known = found.get(name)
+  if (known) return known
+  for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(delimiter)) {
+    if (!dir) continue
+    const path = join(dir, name)
+    try {
+      accessSync(path, constants.X_OK)
+      found.set(name, path)
+      return path
+    } catch {
+      /* next */
+    }
+  }
+  return name
+}
