@@ -49,6 +49,8 @@ export interface ContainerRecord {
   exitCode?: number
   /** The running instance's output pipes (container-process.ts). */
   pipes?: OutputPipes
+  /** The running instance's cgroup, relative to the node root (cgroups/layout.ts). */
+  cgroup?: string
   imageID?: string
   /** The last finished instance, so a restarted vnode reports it. */
   lastExit?: RecordedTermination

@@ -16,6 +16,8 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
+import type {NodeCgroups} from './cgroups/node-cgroups.js'
+import {PodCgroupState, OOMKilledReason} from './cgroups/pod-cgroup.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
@@ -46,6 +48,8 @@ export interface RestoredContainer {
   history: Termination[]
   /** The live instance, when its process was found. */
   proc?: ContainerProcess
+  /** The live instance's cgroup (relative to the node root). */
+  cgroup?: string
 }
 
 export function recordTermination(t: Termination): RecordedTermination {
@@ -64,6 +68,12 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** The node's cgroup tree; undefined where none can be made (the plain mode). */
+  cgroups?: NodeCgroups
+  /** Plain mode: why limits are not enforced (a Warning on each pod with limits). */
+  limitsNotEnforced?: string
+  /** Node allocatable, for a resize's feasibility. */
+  allocatable?: {cpuCores: number; memoryBytes: number}
   /** Called with a fresh copy of the pod whenever the reported status changes. */
   notify(pod: V1Pod): void
 }
@@ -104,6 +114,8 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  /** The pod's cgroup, its containers' cgroups, resize state (cgroups/pod-cgroup.ts). */
+  readonly cgroup: PodCgroupState
 
   constructor(
     pod: V1Pod,
@@ -116,6 +128,7 @@ export class PodRuntime {
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+    this.cgroup = new PodCgroupState(deps.cgroups, deps.allocatable)
   }
 
   get uid(): string {
@@ -149,6 +162,7 @@ export class PodRuntime {
   /** Starts the pod; resolves after the first sync pass (started, not ready). */
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
+    this.cgroup.warnUnenforced(this.pod, this.deps.limitsNotEnforced, (m) => void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'LimitsNotEnforced', m))
     this.writeRecord()
     this.publish()
     await this.kick()
@@ -156,7 +170,9 @@ export class PodRuntime {
 
   /** The spec, labels or annotations changed: a changed image restarts its container. */
   async update(pod: V1Pod): Promise<void> {
+    const before = this.pod
     this.pod = pod
+    this.resize(before)
     const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
     for (const c of this.containers) {
       const spec = specs.find((s) => s.name === c.name)
@@ -170,6 +186,19 @@ export class PodRuntime {
     }
     this.publish()
     await this.kick()
+  }
+
+  /** In-place resize: applied to the running containers' cgroups, or their restart where resizePolicy says so. */
+  private resize(before: V1Pod): void {
+    const running = this.containers.filter((c) => c.running && !c.stopping)
+    const r = this.cgroup.resize(before, this.pod, running.map((c) => ({name: c.name, spec: [...(this.pod.spec?.initContainers ?? []), ...(this.pod.spec?.containers ?? [])].find((s) => s.name === c.name) ?? c.spec})))
+    for (const name of r.restart) {
+      const c = this.containers.find((x) => x.name === name)
+      if (!c || this.finished) continue
+      c.restartNow = true
+      void this.stopContainer(c, `Container ${c.name} resize requires restart`, this.podGraceMs())
+    }
+    if (r.completed) void this.deps.ctx.recorder.record(podRef(this.pod), 'Normal', 'ResizeCompleted', r.completed)
   }
 
   // ---- the sync loop ----
@@ -360,10 +389,13 @@ export class PodRuntime {
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     let proc: ContainerProcess
     try {
+      const cgroup = this.cgroup.createContainer(this.pod, c.name, c.spec, c.containerID)
       const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
       mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
       proc = await ContainerProcess.start({argv, env, cwd, logPath, pipes, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
+      if (cgroup) await this.cgroup.placeOrKill(cgroup, proc)
     } catch (error) {
+      this.cgroup.discard(c.name)
       if (!(error instanceof StartError)) throw error
       const now = new Date()
       c.pushTermination({exitCode: 128, reason: 'StartError', message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID})
@@ -414,6 +446,7 @@ export class PodRuntime {
       c.imageID = f.imageID ?? ''
       c.history = [...f.history]
       if (!f.proc) continue
+      this.cgroup.adopt(c.name, f.cgroup, c.spec)
       c.proc = f.proc
       c.runningImage = c.spec.image
       c.started = !c.spec.startupProbe
@@ -489,20 +522,22 @@ export class PodRuntime {
     for (const p of c.probes) p.stop()
     c.probes = []
     const failed = exit.exitCode !== 0
+    // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
+    const oomKilled = this.cgroup.exited(c.name)
     const t: Termination = {
       exitCode: exit.exitCode,
       ...(exit.signal ? {signal: constants.signals[exit.signal]} : {}),
-      reason: failed ? 'Error' : 'Completed',
+      reason: oomKilled ? OOMKilledReason : failed ? 'Error' : 'Completed',
       startedAt: proc.startedAt,
       finishedAt: exit.finishedAt,
       containerID: c.containerID,
     }
     const message = this.terminationMessage(c, failed)
     if (message) t.message = message
-    if (exit.unknown) {
+    if (exit.unknown && !oomKilled) {
       // An adopted process is not vnode's child: how it ended cannot be read.
       Object.assign(t, {exitCode: UnknownExitCode, reason: 'ContainerStatusUnknown', message: message || AdoptedExitMessage})
-    }
+    } else if (exit.unknown) t.exitCode = UnknownExitCode
     if (c.pendingWaiting) {
       c.waiting = c.pendingWaiting
       c.pendingWaiting = undefined
@@ -569,6 +604,8 @@ export class PodRuntime {
       }
       const sigtermAt = Date.now()
       await proc.terminate(() => Math.max(c.stopDeadline, sigtermAt + MinimumKillGraceMs))
+      // Whatever escaped the process group is still in the container's cgroup.
+      await this.cgroup.drained(c.name)
     })()
     return c.stopping.finally(() => {
       c.stopping = undefined
@@ -610,6 +647,7 @@ export class PodRuntime {
         if (c.history.length > 0) c.waiting = undefined
         c.ready = false
       }
+      await this.cgroup.removePod(this.pod)
       await this.unmountVolumes()
       this.writeRecord()
       this.publish()
@@ -662,6 +700,7 @@ export class PodRuntime {
       containerStatuses: this.regulars.map((c) => c.status(def)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
     }
     if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
+    this.cgroup.reportResources(this.pod, status, (name) => this.containers.find((c) => c.name === name)?.running ?? false)
     if (this.outcome) Object.assign(status, this.outcome)
     return status
   }
@@ -706,6 +745,7 @@ export class PodRuntime {
         logPath: c.logPath,
         exitCode: c.lastExit?.exitCode,
         pipes: c.proc?.pipes,
+        cgroup: c.proc ? this.cgroup.containerPath(c.name) : undefined,
         imageID: c.imageID || undefined,
         lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
       })),

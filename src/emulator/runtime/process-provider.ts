@@ -19,6 +19,9 @@ import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
+import type {CgroupSupport} from './cgroups/detect.js'
+import {NodeCgroups} from './cgroups/node-cgroups.js'
+import {cgroupUsage} from './cgroups/usage.js'
 
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
@@ -32,6 +35,10 @@ export interface ProcessProviderOptions {
   memoryBytes?: number
   /** How often an adopted process is checked for its end (adopt.ts). */
   adoptPollMs?: number
+  /** What cgroups the host allows (cgroups/detect.ts); mode none is the plain mode, with a Warning per pod with limits. Unset: no cgroups, no warnings. */
+  cgroups?: CgroupSupport
+  /** The kubelet's podPidsLimit (pids.max of each pod cgroup); -1 or unset: none. */
+  podPidsLimit?: number
 }
 
 /**
@@ -49,6 +56,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   private loaded: Promise<void> | undefined
   private adopted: Promise<void> | undefined
   private closed = false
+  /** The node's cgroup tree, where the host allows one. */
+  readonly cgroups: NodeCgroups | undefined
 
   constructor(
     private readonly ctx: ProviderContext,
@@ -66,6 +75,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
+    }
+    if (opts.cgroups && opts.cgroups.mode !== 'none') {
+      this.cgroups = new NodeCgroups(opts.cgroups, {nodeName: ctx.nodeName, stateDir: ctx.stateDir, cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes, podPidsLimit: opts.podPidsLimit})
     }
   }
 
@@ -85,7 +97,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     } catch {
       /* unknown */
     }
-    this.adopted ??= this.adoptRecorded()
+    this.adopted ??= (async () => {
+      this.cgroups?.setUp()
+      await this.adoptRecorded()
+    })()
     await this.adopted
   }
 
@@ -105,11 +120,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       }
       const rt = this.newRuntime(record.pod)
       rt.restore(
-        record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
+        record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs, this.cgroups)),
         record.links ?? [],
       )
       this.pods.set(rt.uid, rt)
     }
+    // Cgroups of pods and instances nothing adopted: whatever is in them is killed, and they go.
+    const rts = [...this.pods.values()]
+    await this.cgroups?.sweep(new Set(rts.map((rt) => rt.uid)), new Set(rts.flatMap((rt) => rt.containers.flatMap((c) => rt.cgroup.containerPath(c.name) ?? []))))
   }
 
   async createPod(pod: V1Pod): Promise<void> {
@@ -135,6 +153,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      cgroups: this.cgroups,
+      limitsNotEnforced: this.opts.cgroups?.mode === 'none' ? this.opts.cgroups.reason : undefined,
+      allocatable: {cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes},
       notify: (p) => this.callback(p),
     })
   }
@@ -179,8 +200,20 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.callback = callback
   }
 
-  /** Per-container CPU seconds, resident memory and process count, from /proc. */
+  /** Per-container CPU, memory and process count: from the cgroups' accounting where there are cgroups, else from /proc. */
   usage(): PodUsage[] {
+    const cg = this.cgroups
+    if (cg) {
+      return [...this.pods.values()].map((rt) => ({
+        namespace: rt.pod.metadata!.namespace!,
+        name: rt.pod.metadata!.name!,
+        uid: rt.uid,
+        containers: rt.containers.flatMap((c) => {
+          const path = c.proc ? rt.cgroup.containerPath(c.name) : undefined
+          return c.proc && path ? [cgroupUsage(cg, c.name, path, c.proc.pid, c.proc.startedAt)] : []
+        }),
+      }))
+    }
     const groups = processGroups(new Set([...this.pods.values()].flatMap((rt) => rt.containers.filter((c) => c.proc).map((c) => c.proc!.pgid))))
     return [...this.pods.values()].map((rt) => ({
       namespace: rt.pod.metadata!.namespace!,
@@ -241,6 +274,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
+    await this.cgroups?.close()
   }
 
   private find(pod: V1Pod): PodRuntime | undefined {
