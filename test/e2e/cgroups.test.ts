@@ -204,6 +204,25 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
     for (const d of roots) expect(existsSync(d)).toBe(false)
   }, 120_000)
 
+  test('a fork bomb is bounded by --pod-max-pids (pids.max of the pod cgroup)', async () => {
+    const bounded = uniqueName('pids')
+    const v = startVnode(bounded, ['--no-default-taint', '--pod-max-pids', '40'])
+    try {
+      await v.ready()
+      const bomb = `/*${mark('bomb')}*/const {spawn}=require('child_process');let ok=0,failed=0;for(let i=0;i<100;i++){try{const c=spawn('/bin/sleep',['30'],{stdio:'ignore'});c.on('spawn',()=>ok++);c.on('error',()=>failed++)}catch{failed++}}setTimeout(()=>console.log('spawned '+ok+' failed '+failed),3000);setInterval(()=>{},1000)`
+      await createPod(c.core, podOn(bounded, ns, 'bomb', [nodeContainer('app', bomb)]))
+      const line = await waitFor(async () => /spawned (\d+) failed (\d+)/.exec((await kubectl(['logs', '-n', ns, 'bomb'])).stdout) ?? undefined, 'the bomb\'s count', 30_000, 500)
+      // The main process (node with its threads counts as tasks) and its children stay within 40 tasks.
+      expect(Number(line[1])).toBeLessThan(40)
+      expect(Number(line[2])).toBeGreaterThan(60)
+      await c.core.deleteNamespacedPod({name: 'bomb', namespace: ns, gracePeriodSeconds: 0})
+      await waitFor(async () => !(await readPod(c.core, ns, 'bomb')), 'the bomb gone', 20_000)
+    } finally {
+      await v.stop()
+      await kubectl(['delete', 'node', bounded, '--ignore-not-found'])
+    }
+  }, 60_000)
+
   test('plain mode (--cgroups none): the node says so, and a pod with limits gets a Warning', async () => {
     const plain = uniqueName('plain')
     const v = startVnode(plain, ['--no-default-taint', '--cgroups', 'none'])
