@@ -136,6 +136,9 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
     const busy = await readPod(c.core, ns, 'busy')
     expect(containerStatus(busy, 'loop')?.resources).toEqual({requests: {cpu: '100m', memory: '128Mi'}, limits: {cpu: '200m', memory: '128Mi'}})
     const [pid] = await processesMatching(mark('busy'))
+    // kubectl exec runs in the container's cgroup too.
+    const ex = await kubectl(['exec', '-n', ns, 'busy', '--', '/bin/sh', '-c', 'sleep 0.5; cat /proc/self/cgroup'])
+    expect(ex.stdout).toContain(containerStatus(busy, 'loop')!.containerID!.replace('vnode://', ''))
     const patch = JSON.stringify({spec: {containers: [{name: 'loop', resources: {requests: {cpu: '200m'}, limits: {cpu: '500m', memory: '128Mi'}}}]}})
     const r = await kubectl(['patch', 'pod', 'busy', '-n', ns, '--subresource', 'resize', '--type', 'strategic', '-p', patch])
     expect(r.stderr).toBe('')

@@ -234,6 +234,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
     const handle = await startExec(command, {env: proc.env, cwd: proc.cwd}, io)
     this.trackExec(proc, handle.pgid)
+    // An exec'd command counts against the container's limits, as in its cgroup under the kubelet.
+    const cgroup = this.byName(ref.namespace, ref.pod)?.cgroup.containerPath(ref.container)
+    if (cgroup) {
+      try {
+        this.cgroups?.place(cgroup, handle.pgid)
+      } catch {
+        /* it already ended */
+      }
+    }
     const code = await handle.done
     // A group that is already empty is forgotten at once, so its id is never signalled after reuse.
     if (!isGroupAlive(handle.pgid)) this.execGroups.get(proc)?.delete(handle.pgid)
