@@ -170,6 +170,20 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
     for (const name of ['busy', 'beside']) await waitFor(async () => !(await readPod(c.core, ns, name)), `${name} gone`)
   }, 60_000)
 
+  test('a resize of a resource whose resizePolicy is RestartContainer restarts the container with the new limit', async () => {
+    const policy = [{resourceName: 'memory', restartPolicy: 'RestartContainer'}, {resourceName: 'cpu', restartPolicy: 'NotRequired'}]
+    await createPod(c.core, podOn(node, ns, 'restart', [nodeContainer('app', `/*${mark('restart')}*/setInterval(()=>{},1000)`, {resizePolicy: policy, resources: {requests: {memory: '100Mi'}, limits: {memory: '128Mi'}}})]))
+    await waitPod(c.core, ns, 'restart', (x) => containerStatus(x, 'app')?.ready === true, 'running')
+    const patch = JSON.stringify({spec: {containers: [{name: 'app', resources: {requests: {memory: '100Mi'}, limits: {memory: '256Mi'}}}]}})
+    expect((await kubectl(['patch', 'pod', 'restart', '-n', ns, '--subresource', 'resize', '--type', 'strategic', '-p', patch])).exitCode).toBe(0)
+    const p = await waitPod(c.core, ns, 'restart', (x) => containerStatus(x, 'app')?.restartCount === 1 && containerStatus(x, 'app')?.ready === true, 'restarted')
+    expect(containerStatus(p, 'app')?.resources?.limits?.memory).toBe('256Mi')
+    const [pid] = await processesMatching(mark('restart'))
+    if (host.mode === 'v1') expect(readFileSync(join(cgroupDir(pid, 'memory'), 'memory.limit_in_bytes'), 'utf8').trim()).toBe(String(256 * 2 ** 20))
+    expect((await events(c, ns, 'restart')).some((e) => e.reason === 'Killing' && e.message === 'Container app resize requires restart')).toBe(true)
+    await c.core.deleteNamespacedPod({name: 'restart', namespace: ns, gracePeriodSeconds: 0})
+  }, 60_000)
+
   test('stopping a container kills its whole cgroup; after SIGKILL of vnode, adoption finds the processes by cgroup; nothing left after stop', async () => {
     // The main process starts a child in a session of its own: outside the process group, inside the cgroup.
     // The child's marker is assembled at run time, so the parent's command line does not match it.
@@ -203,7 +217,7 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
     // The node stops: no process and no cgroup of its tree is left.
     const roots = nodeRoots(vnode)
     expect(await vnode.stop()).toBe(0)
-    for (const m of ['keep', 'runaway', 'escaped', 'busy', 'beside', 'idle', 'oom-always', 'oom-never', 'small']) expect(await processesMatching(mark(m))).toEqual([])
+    for (const m of ['restart', 'keep', 'runaway', 'escaped', 'busy', 'beside', 'idle', 'oom-always', 'oom-never', 'small']) expect(await processesMatching(mark(m))).toEqual([])
     for (const d of roots) expect(existsSync(d)).toBe(false)
   }, 120_000)
 
