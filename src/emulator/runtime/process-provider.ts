@@ -17,6 +17,8 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.j
 import {podSandbox} from './pod-record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
+import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
+import type {SandboxMode} from './sandbox/spec.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 import type {CgroupSupport} from './cgroups/detect.js'
@@ -39,6 +41,12 @@ export interface ProcessProviderOptions {
   cgroups?: CgroupSupport
   /** The kubelet's podPidsLimit (pids.max of each pod cgroup); -1 or unset: none. */
   podPidsLimit?: number
+  /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
+  sandbox?: SandboxMode
+  /** The cluster DNS pods' resolv.conf names (sandbox mode). */
+  dns?: Partial<PodDNS>
+  /** Called with each container's main process host pid before its program runs (cgroups). */
+  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
 }
 
 /**
@@ -72,6 +80,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.node = {
       nodeName: ctx.nodeName,
       nodeIP: ctx.nodeIP,
+      apiServer: ctx.apiServer,
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
@@ -79,6 +88,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     if (opts.cgroups && opts.cgroups.mode !== 'none') {
       this.cgroups = new NodeCgroups(opts.cgroups, {nodeName: ctx.nodeName, stateDir: ctx.stateDir, cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes, podPidsLimit: opts.podPidsLimit})
     }
+  }
+
+  get sandboxMode(): SandboxMode {
+    return this.opts.sandbox ?? 'none'
   }
 
   /** Builds the provider and loads its image map, so a bad --images file fails at startup. */
@@ -122,6 +135,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs, this.cgroups)),
         record.links ?? [],
+        record.pidHolder,
       )
       this.pods.set(rt.uid, rt)
     }
@@ -156,6 +170,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cgroups: this.cgroups,
       limitsNotEnforced: this.opts.cgroups?.mode === 'none' ? this.opts.cgroups.reason : undefined,
       allocatable: {cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes},
+      sandboxMode: this.sandboxMode,
+      dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
+      beforeExec: this.opts.beforeExec,
       notify: (p) => this.callback(p),
     })
   }
@@ -232,13 +249,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   async execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void> {
     const proc = this.runningProcess(ref)
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
-    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd}, io)
+    const enter = proc.enterArgv(proc.cwd)
+    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
     this.trackExec(proc, handle.pgid)
     // An exec'd command counts against the container's limits, as in its cgroup under the kubelet.
     const cgroup = this.byName(ref.namespace, ref.pod)?.cgroup.containerPath(ref.container)
     if (cgroup) {
       try {
-        this.cgroups?.place(cgroup, handle.pgid)
+        this.cgroups?.placeTree(cgroup, handle.pgid)
       } catch {
         /* it already ended */
       }

@@ -1,4 +1,5 @@
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
+import {readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import type {CgroupSupport} from './detect.js'
 import type {CgroupDriver, CgroupUsage} from './driver.js'
@@ -112,6 +113,18 @@ export class NodeCgroups {
     this.driver.place(path, pid)
   }
 
+  /** A process and the children it already started (an exec through nsenter --fork), best effort for the children. */
+  placeTree(path: string, pid: number): void {
+    this.driver.place(path, pid)
+    for (const child of childPids(pid)) {
+      try {
+        this.placeTree(path, child)
+      } catch {
+        /* ended meanwhile */
+      }
+    }
+  }
+
   oomKills(path: string): number {
     return this.driver.oomKills(path)
   }
@@ -210,5 +223,14 @@ export class NodeCgroups {
 
   get rootDirs(): string[] {
     return this.driver.rootDirs
+  }
+}
+
+/** /proc/<pid>/task/<pid>/children: the process's children (its main thread's). */
+function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+  } catch {
+    return []
   }
 }

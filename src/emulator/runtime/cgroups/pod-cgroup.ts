@@ -1,5 +1,5 @@
 import type {V1Container, V1Pod, V1PodCondition, V1PodStatus, V1ResourceRequirements} from '@kubernetes/client-node'
-import {type ContainerProcess, StartError} from '../container-process.js'
+import {StartError} from '../container-process.js'
 import type {NodeCgroups} from './node-cgroups.js'
 import {changedResources, infeasibleMessage, resizeCompletedMessage, resizeCondition, resizeNeedsRestart, ResizeInProgressCondition, ResizePendingCondition, statusResources} from './resize.js'
 import {hasLimits} from './resources.js'
@@ -44,14 +44,13 @@ export class PodCgroupState {
     }
   }
 
-  /** Plain mode placement, right after spawn: a process that cannot be placed is killed and the start fails. */
-  async placeOrKill(path: string, proc: ContainerProcess): Promise<void> {
+  /** A process of the pod itself (the shared PID namespace's holder) into the pod cgroup; best effort. */
+  placeInPod(pod: V1Pod, pid: number): void {
+    if (!this.node) return
     try {
-      this.node!.place(path, proc.pid)
-    } catch (error) {
-      proc.signal('SIGKILL')
-      await proc.exited
-      throw new StartError(`failed to start container process: cgroup: ${(error as Error).message}`)
+      this.node.place(this.node.ensurePod(pod), pid)
+    } catch {
+      /* gone already, or the kernel refused: the holder runs nothing of the pod's */
     }
   }
 
