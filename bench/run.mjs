@@ -241,6 +241,33 @@ try {
     }
   }
 
+  // The start burst with cgroups (a cgroup per pod and container) beside the plain mode, alternating in the same run.
+  if (want('cgroups')) {
+    const modes = [['cgroups', []], ['plain', ['--cgroups', 'none']]]
+    const nodes = []
+    for (const [label, args] of modes) {
+      const n = startVnode(cluster, `cg-${label}`, ['--pods', String(size.start + 10), ...args])
+      await n.ready()
+      nodes.push(n)
+    }
+    const p50 = {cgroups: [], plain: []}
+    const p99 = {cgroups: [], plain: []}
+    for (let r = 0; r < size.repeats; r++) {
+      for (const [label] of modes) {
+        const b = await startBurst(`cg-${label}`, size.start)
+        p50[label].push(percentile(b.lat, 50)), p99[label].push(percentile(b.lat, 99))
+        await deleteAll(b.nsName, b.obs, size.start)
+        b.obs.stop()
+      }
+    }
+    for (const [label] of modes) {
+      row(`start-${size.start}-${label}`, 'p50', median(p50[label]), 'ms')
+      row(`start-${size.start}-${label}`, 'p99', median(p99[label]), 'ms')
+    }
+    row(`start-${size.start}-cgroups`, 'p50/plain', median(p50.cgroups) / median(p50.plain), 'ratio')
+    for (const n of nodes) await n.stop()
+  }
+
   // 6. Idle cost with 0..N pods, without and with the dashboard.
   const idle = async (n, tui) => {
     const name = `idle-${n}${tui ? '-tui' : ''}`

@@ -37,6 +37,8 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
+    cgroups: Flags.string({description: 'cgroups for pods and containers (limits enforced, usage from the kernel): auto picks v2, then v1, else none (limits not enforced, a Warning per pod)', options: ['auto', 'v1', 'v2', 'none'], default: 'auto'}),
+    'pod-max-pids': Flags.integer({description: 'maximum processes per pod (pids.max of the pod cgroup); -1 for no limit', default: -1, min: -1}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command; its entries come before the built-in ones'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
@@ -73,6 +75,9 @@ export default class Up extends Command {
         })
       : undefined
     const images = (userImages ?? new ImageMap()).over(defaultImageMap())
+    const {CgroupsLabel, detectCgroups} = await import('../emulator/runtime/cgroups/detect.js')
+    const cgroups = detectCgroups(flags.cgroups as 'auto' | 'v1' | 'v2' | 'none')
+    if (cgroups.mode === 'none' && flags.cgroups !== 'auto' && flags.cgroups !== 'none') throw new UserError(`--cgroups ${flags.cgroups}: ${cgroups.reason}`)
     const {detectSandbox} = await import('../emulator/runtime/sandbox/detect.js')
     const {SandboxLabel} = await import('../emulator/runtime/sandbox/spec.js')
     const sandbox = await detectSandbox(flags.sandbox as 'auto' | 'namespaces' | 'none').catch((error: Error) => {
@@ -87,7 +92,7 @@ export default class Up extends Command {
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,
-      labels: {[SandboxLabel]: sandbox.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel))},
+      labels: {[SandboxLabel]: sandbox.mode, [CgroupsLabel]: cgroups.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel))},
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],
       nodeIP: flags['node-ip'],
@@ -98,7 +103,7 @@ export default class Up extends Command {
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
         // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
-        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH})
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids']})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

@@ -36,6 +36,19 @@ function containerRequests(c: V1Container): Requests {
   return out
 }
 
+/**
+ * What the node allocated to each container, as its status reports it
+ * (allocatedResources): a resize the node could not take leaves the spec
+ * asking for more than the container holds, and only the allocation counts.
+ */
+function allocatedRequests(pod: V1Pod): Map<string, Requests> {
+  const out = new Map<string, Requests>()
+  for (const s of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+    if (s.allocatedResources && Object.keys(s.allocatedResources).length) out.set(s.name, containerRequests({name: s.name, resources: {requests: s.allocatedResources}}))
+  }
+  return out
+}
+
 function add(into: Requests, r: Requests): void {
   for (const [k, v] of Object.entries(r)) into[k] = (into[k] ?? 0) + v
 }
@@ -51,11 +64,13 @@ function max(into: Requests, r: Requests): void {
  */
 export function podRequests(pod: V1Pod): Requests {
   const total: Requests = {}
-  for (const c of pod.spec?.containers ?? []) add(total, containerRequests(c))
+  const allocated = allocatedRequests(pod)
+  const requests = (c: V1Container) => ({...containerRequests(c), ...allocated.get(c.name)})
+  for (const c of pod.spec?.containers ?? []) add(total, requests(c))
   const sidecars: Requests = {}
   const initMax: Requests = {}
   for (const c of pod.spec?.initContainers ?? []) {
-    const r = containerRequests(c)
+    const r = requests(c)
     if (c.restartPolicy === 'Always') {
       add(sidecars, r)
       add(total, r)

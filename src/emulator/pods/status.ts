@@ -16,6 +16,9 @@ export const ContainerStatusUnknownExitCode = 137
 /** Condition types the kubelet owns, in the order it appends them. */
 export const KubeletConditionTypes = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'] as const
 
+/** Conditions of an in-place resize, which the provider reports (cgroups/resize.ts). */
+const ResizeConditionTypes = new Set(['PodResizePending', 'PodResizeInProgress'])
+
 /** A pod-level outcome that replaces the computed phase (admission rejection, node shutdown, provider failure). */
 export interface StatusOverride {
   phase: 'Failed' | 'Succeeded'
@@ -350,6 +353,8 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
   const conditions = withTransitionTimes(
     [
+      // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
+      ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
       condition('PodReadyToStartContainers', input.sandboxReady && !input.podIsTerminal),
       initializedCondition(pod, phase, initStatuses, statuses),
       readyCondition(pod, containersReady),

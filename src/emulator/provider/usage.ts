@@ -6,8 +6,12 @@ export interface ContainerUsage {
   name: string
   /** Cumulative CPU time of the container's processes (user + system, reaped children included), in core-seconds. */
   cpuSeconds: number
-  /** Resident memory of the container's live processes, in bytes (the working set). */
+  /** The working set, in bytes: the cgroup's usage minus inactive file (cAdvisor), or the live processes' resident memory. */
   memoryBytes: number
+  /** The cgroup's whole memory usage (page cache included), where there is a cgroup. */
+  memoryUsageBytes?: number
+  /** Anonymous resident memory (the cgroup's rss), where there is a cgroup. */
+  memoryRssBytes?: number
   /** The main process, while it is alive. */
   pid?: number
   /** Live processes in the container's process group. */

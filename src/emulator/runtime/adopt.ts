@@ -5,6 +5,7 @@ import type {LogRotation} from './logs.js'
 import {readPodRecord, type ContainerRecord, type PodRecord} from './pod-record.js'
 import {restoreTermination, UnknownExitCode, type RestoredContainer} from './pod-runtime.js'
 import {groupMembers, readStat, signalGroup} from './proc.js'
+import type {NodeCgroups} from './cgroups/node-cgroups.js'
 import {stopPidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 
 /**
@@ -87,13 +88,19 @@ export function processCwd(pid: number): string {
   }
 }
 
-/** One recorded container as found now: a live process adopted, or its last known exit. */
-export function restoreContainer(c: ContainerRecord, rotation: LogRotation | undefined, pollMs?: number): RestoredContainer {
+/**
+ * One recorded container as found now: a live process adopted, or its last
+ * known exit. With cgroups, the process must also still be in the
+ * container's cgroup, and whatever is left in the cgroup of a container
+ * whose main process is gone is killed.
+ */
+export function restoreContainer(c: ContainerRecord, rotation: LogRotation | undefined, pollMs?: number, cgroups?: NodeCgroups): RestoredContainer {
   const instances = c.containerID ? c.restartCount + 1 : 0
   const history = c.lastExit ? [restoreTermination(c.lastExit)] : []
   const base = {name: c.name, instances, containerID: c.containerID, logPath: c.logPath, imageID: c.imageID, history}
   if (!c.running) return base
-  if (c.pid && c.startTicks && c.logPath && isSameProcess(c.pid, c.startTicks)) {
+  const inCgroup = !cgroups || !c.cgroup || (!!c.pid && cgroups.contains(c.cgroup, c.pid))
+  if (c.pid && c.startTicks && c.logPath && isSameProcess(c.pid, c.startTicks) && inCgroup) {
     const proc = ContainerProcess.adopt(
       {
         pid: c.pid,
@@ -109,9 +116,10 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
       },
       pollMs,
     )
-    return {...base, proc}
+    return {...base, proc, ...(cgroups && c.cgroup ? {cgroup: c.cgroup} : {})}
   }
   killLeftovers(c)
+  if (cgroups && c.cgroup) cgroups.killNow(c.cgroup)
   const lost = {
     exitCode: UnknownExitCode,
     reason: 'ContainerStatusUnknown',

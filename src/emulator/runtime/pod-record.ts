@@ -51,6 +51,8 @@ export interface ContainerRecord {
   exitCode?: number
   /** The running instance's output pipes (container-process.ts). */
   pipes?: OutputPipes
+  /** The running instance's cgroup, relative to the node root (cgroups/layout.ts). */
+  cgroup?: string
   /** It runs in a pod sandbox: pid is its PID 1, signalled alone. */
   sandboxed?: {netns: boolean; sharedPid?: boolean}
   /** Its process group when not pid's own (a sandbox's bwrap). */

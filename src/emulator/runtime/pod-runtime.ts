@@ -18,6 +18,8 @@ import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
 import type {TokenSource} from './service-account-tokens.js'
 import {VolumeRefresher, type VolumeRefreshOptions} from './volume-refresh.js'
+import type {NodeCgroups} from './cgroups/node-cgroups.js'
+import {PodCgroupState, OOMKilledReason} from './cgroups/pod-cgroup.js'
 import {containerView} from './sandbox/container-view.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
 import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
@@ -52,6 +54,8 @@ export interface RestoredContainer {
   history: Termination[]
   /** The live instance, when its process was found. */
   proc?: ContainerProcess
+  /** The live instance's cgroup (relative to the node root). */
+  cgroup?: string
 }
 
 /** The pod's ephemeral containers, as containers (their fields are a subset). */
@@ -80,6 +84,12 @@ export interface PodRuntimeDeps {
   volumeRefresh?: VolumeRefreshOptions
   /** Containers' default PATH: the one `up` was started with. */
   path?: string
+  /** The node's cgroup tree; undefined where none can be made (the plain mode). */
+  cgroups?: NodeCgroups
+  /** Plain mode: why limits are not enforced (a Warning on each pod with limits). */
+  limitsNotEnforced?: string
+  /** Node allocatable, for a resize's feasibility. */
+  allocatable?: {cpuCores: number; memoryBytes: number}
   /** namespaces: each container in a pod sandbox (sandbox/); none: a bare host process. */
   sandboxMode: SandboxMode
   dns: PodDNS
@@ -126,6 +136,8 @@ export class PodRuntime {
   private lastNotified = ''
   private closed = false
   private readonly refresh: VolumeRefresher
+  /** The pod's cgroup, its containers' cgroups, resize state (cgroups/pod-cgroup.ts). */
+  readonly cgroup: PodCgroupState
   /** shareProcessNamespace in a sandbox: the PID 1 every container joins. */
   private pidHolder: PidNamespaceHolder | undefined
 
@@ -151,6 +163,7 @@ export class PodRuntime {
       },
       deps.volumeRefresh,
     )
+    this.cgroup = new PodCgroupState(deps.cgroups, deps.allocatable)
   }
 
   private volumeDeps() {
@@ -193,6 +206,7 @@ export class PodRuntime {
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
     this.refresh.track(this.pod)
+    this.cgroup.warnUnenforced(this.pod, this.deps.limitsNotEnforced, (m) => void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'LimitsNotEnforced', m))
     this.writeRecord()
     this.publish()
     await this.kick()
@@ -200,9 +214,11 @@ export class PodRuntime {
 
   /** The spec, labels or annotations changed: a changed image restarts its container. */
   async update(pod: V1Pod): Promise<void> {
+    const before = this.pod
     this.pod = pod
     this.refresh.track(pod)
     this.refresh.podChanged()
+    this.resize(before)
     const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
     for (const c of this.containers) {
       const spec = specs.find((s) => s.name === c.name)
@@ -218,6 +234,19 @@ export class PodRuntime {
     for (const e of ephemeralSpecs(pod)) if (!this.containers.some((c) => c.name === e.name)) this.containers.push(new ContainerState(e, 'ephemeral', this.deps.crashLoop))
     this.publish()
     await this.kick()
+  }
+
+  /** In-place resize: applied to the running containers' cgroups, or their restart where resizePolicy says so. */
+  private resize(before: V1Pod): void {
+    const running = this.containers.filter((c) => c.running && !c.stopping)
+    const r = this.cgroup.resize(before, this.pod, running.map((c) => ({name: c.name, spec: [...(this.pod.spec?.initContainers ?? []), ...(this.pod.spec?.containers ?? [])].find((s) => s.name === c.name) ?? c.spec})))
+    for (const name of r.restart) {
+      const c = this.containers.find((x) => x.name === name)
+      if (!c || this.finished) continue
+      c.restartNow = true
+      void this.stopContainer(c, `Container ${c.name} resize requires restart`, this.podGraceMs())
+    }
+    if (r.completed) void this.deps.ctx.recorder.record(podRef(this.pod), 'Normal', 'ResizeCompleted', r.completed)
   }
 
   // ---- the sync loop ----
@@ -447,9 +476,11 @@ export class PodRuntime {
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     let proc: ContainerProcess
     try {
+      const cgroup = this.cgroup.createContainer(this.pod, c.name, c.spec, c.containerID)
       const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
       mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
       const beforeExec = this.deps.beforeExec
+      const cgroups = this.deps.cgroups
       proc = await ContainerProcess.start({
         argv,
         env,
@@ -460,9 +491,17 @@ export class PodRuntime {
         stdin: c.spec.stdin === true,
         tty: c.spec.tty === true,
         sandbox: view,
-        beforeExec: beforeExec ? (pid) => beforeExec(pod, c.name, pid) : undefined,
+        // Into the container's cgroup before its program runs (the sandbox blocks until then; plain mode: right after spawn).
+        beforeExec:
+          cgroup || beforeExec
+            ? async (pid) => {
+                if (cgroup) cgroups!.place(cgroup, pid)
+                await beforeExec?.(pod, c.name, pid)
+              }
+            : undefined,
       })
     } catch (error) {
+      this.cgroup.discard(c.name)
       if (!(error instanceof StartError)) throw error
       const now = new Date()
       c.pushTermination({exitCode: 128, reason: 'StartError', message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID})
@@ -508,6 +547,8 @@ export class PodRuntime {
     if (holderAlive(this.pidHolder)) return this.pidHolder!
     const h = await startPidNamespaceHolder(containerHostname(this.pod))
     h.monitor.unref()
+    // The pod's own process (the kubelet's pause container) lives in the pod cgroup.
+    this.cgroup.placeInPod(this.pod, h.pid)
     this.pidHolder = {pid: h.pid, startTicks: h.startTicks}
     this.writeRecord()
     return this.pidHolder
@@ -551,6 +592,7 @@ export class PodRuntime {
       c.imageID = f.imageID ?? ''
       c.history = [...f.history]
       if (!f.proc) continue
+      this.cgroup.adopt(c.name, f.cgroup, c.spec)
       c.proc = f.proc
       c.runningImage = c.spec.image
       c.started = !c.spec.startupProbe
@@ -627,20 +669,22 @@ export class PodRuntime {
     for (const p of c.probes) p.stop()
     c.probes = []
     const failed = exit.exitCode !== 0
+    // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
+    const oomKilled = this.cgroup.exited(c.name)
     const t: Termination = {
       exitCode: exit.exitCode,
       ...(exit.signal ? {signal: constants.signals[exit.signal]} : {}),
-      reason: failed ? 'Error' : 'Completed',
+      reason: oomKilled ? OOMKilledReason : failed ? 'Error' : 'Completed',
       startedAt: proc.startedAt,
       finishedAt: exit.finishedAt,
       containerID: c.containerID,
     }
     const message = this.terminationMessage(c, failed)
     if (message) t.message = message
-    if (exit.unknown) {
+    if (exit.unknown && !oomKilled) {
       // An adopted process is not vnode's child: how it ended cannot be read.
       Object.assign(t, {exitCode: UnknownExitCode, reason: 'ContainerStatusUnknown', message: message || AdoptedExitMessage})
-    }
+    } else if (exit.unknown) t.exitCode = UnknownExitCode
     if (c.pendingWaiting) {
       c.waiting = c.pendingWaiting
       c.pendingWaiting = undefined
@@ -707,6 +751,8 @@ export class PodRuntime {
       }
       const sigtermAt = Date.now()
       await proc.terminate(() => Math.max(c.stopDeadline, sigtermAt + MinimumKillGraceMs))
+      // Whatever escaped the process group is still in the container's cgroup.
+      await this.cgroup.drained(c.name)
     })()
     return c.stopping.finally(() => {
       c.stopping = undefined
@@ -749,6 +795,7 @@ export class PodRuntime {
         if (c.history.length > 0) c.waiting = undefined
         c.ready = false
       }
+      await this.cgroup.removePod(this.pod)
       stopPidNamespaceHolder(this.pidHolder)
       this.pidHolder = undefined
       await this.unmountVolumes()
@@ -806,6 +853,7 @@ export class PodRuntime {
     }
     if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
     if (this.ephemerals.length > 0) status.ephemeralContainerStatuses = this.ephemerals.map((c) => c.status('ContainerCreating'))
+    this.cgroup.reportResources(this.pod, status, (name) => this.containers.find((c) => c.name === name)?.running ?? false)
     if (this.outcome) Object.assign(status, this.outcome)
     return status
   }
@@ -851,6 +899,7 @@ export class PodRuntime {
         logPath: c.logPath,
         exitCode: c.lastExit?.exitCode,
         pipes: c.proc?.pipes,
+        cgroup: c.proc ? this.cgroup.containerPath(c.name) : undefined,
         sandboxed: c.proc?.sandboxed,
         pgid: c.proc && c.proc.pgid !== c.proc.pid ? c.proc.pgid : undefined,
         imageID: c.imageID || undefined,

@@ -24,6 +24,9 @@ import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from '
 import {processGroupUsage, type PodUsage} from './usage.js'
 import {ServiceAccountTokens} from './service-account-tokens.js'
 import type {VolumeRefreshOptions} from './volume-refresh.js'
+import type {CgroupSupport} from './cgroups/detect.js'
+import {NodeCgroups} from './cgroups/node-cgroups.js'
+import {cgroupUsage} from './cgroups/usage.js'
 
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
@@ -42,6 +45,10 @@ export interface ProcessProviderOptions {
   volumeRefresh?: VolumeRefreshOptions
   /** The token manager's clock (tests move it to see tokens rotated). */
   tokenClock?: () => number
+  /** What cgroups the host allows (cgroups/detect.ts); mode none is the plain mode, with a Warning per pod with limits. Unset: no cgroups, no warnings. */
+  cgroups?: CgroupSupport
+  /** The kubelet's podPidsLimit (pids.max of each pod cgroup); -1 or unset: none. */
+  podPidsLimit?: number
   /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
   sandbox?: SandboxMode
   /** The cluster DNS pods' resolv.conf names (sandbox mode). */
@@ -66,6 +73,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   private adopted: Promise<void> | undefined
   private closed = false
   private readonly tokens: ServiceAccountTokens
+  /** The node's cgroup tree, where the host allows one. */
+  readonly cgroups: NodeCgroups | undefined
 
   constructor(
     private readonly ctx: ProviderContext,
@@ -85,6 +94,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
+    }
+    if (opts.cgroups && opts.cgroups.mode !== 'none') {
+      this.cgroups = new NodeCgroups(opts.cgroups, {nodeName: ctx.nodeName, stateDir: ctx.stateDir, cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes, podPidsLimit: opts.podPidsLimit})
     }
   }
 
@@ -108,7 +120,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     } catch {
       /* unknown */
     }
-    this.adopted ??= this.adoptRecorded()
+    this.adopted ??= (async () => {
+      this.cgroups?.setUp()
+      await this.adoptRecorded()
+    })()
     await this.adopted
   }
 
@@ -128,12 +143,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       }
       const rt = this.newRuntime(record.pod)
       rt.restore(
-        record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
+        record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs, this.cgroups)),
         record.links ?? [],
         record.pidHolder,
       )
       this.pods.set(rt.uid, rt)
     }
+    // Cgroups of pods and instances nothing adopted: whatever is in them is killed, and they go.
+    const rts = [...this.pods.values()]
+    await this.cgroups?.sweep(new Set(rts.map((rt) => rt.uid)), new Set(rts.flatMap((rt) => rt.containers.flatMap((c) => rt.cgroup.containerPath(c.name) ?? []))))
   }
 
   async createPod(pod: V1Pod): Promise<void> {
@@ -162,6 +180,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       tokens: this.tokens,
       volumeRefresh: this.opts.volumeRefresh,
       path: this.opts.path,
+      cgroups: this.cgroups,
+      limitsNotEnforced: this.opts.cgroups?.mode === 'none' ? this.opts.cgroups.reason : undefined,
+      allocatable: {cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes},
       sandboxMode: this.sandboxMode,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
@@ -209,8 +230,20 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.callback = callback
   }
 
-  /** Per-container CPU seconds, resident memory and process count, from /proc. */
+  /** Per-container CPU, memory and process count: from the cgroups' accounting where there are cgroups, else from /proc. */
   usage(): PodUsage[] {
+    const cg = this.cgroups
+    if (cg) {
+      return [...this.pods.values()].map((rt) => ({
+        namespace: rt.pod.metadata!.namespace!,
+        name: rt.pod.metadata!.name!,
+        uid: rt.uid,
+        containers: rt.containers.flatMap((c) => {
+          const path = c.proc ? rt.cgroup.containerPath(c.name) : undefined
+          return c.proc && path ? [cgroupUsage(cg, c.name, path, c.proc.pid, c.proc.startedAt)] : []
+        }),
+      }))
+    }
     const groups = processGroups(new Set([...this.pods.values()].flatMap((rt) => rt.containers.filter((c) => c.proc).map((c) => c.proc!.pgid))))
     return [...this.pods.values()].map((rt) => ({
       namespace: rt.pod.metadata!.namespace!,
@@ -232,6 +265,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     const enter = proc.enterArgv(proc.cwd)
     const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
     this.trackExec(proc, handle.pgid)
+    // An exec'd command counts against the container's limits, as in its cgroup under the kubelet.
+    const cgroup = this.byName(ref.namespace, ref.pod)?.cgroup.containerPath(ref.container)
+    if (cgroup) {
+      try {
+        this.cgroups?.placeTree(cgroup, handle.pgid)
+      } catch {
+        /* it already ended */
+      }
+    }
     const code = await handle.done
     // A group that is already empty is forgotten at once, so its id is never signalled after reuse.
     if (!isGroupAlive(handle.pgid)) this.execGroups.get(proc)?.delete(handle.pgid)
@@ -272,6 +314,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
+    await this.cgroups?.close()
   }
 
   private find(pod: V1Pod): PodRuntime | undefined {

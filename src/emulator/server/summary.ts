@@ -68,12 +68,16 @@ export class SummaryBuilder {
       const started = podStart(pod, now)
       let cpuNs = 0
       let memBytes = 0
+      let usageBytes = 0
+      let rssBytes = 0
       const containers = u.containers.map((c): ContainerStats => {
         const key = `${u.uid}/${c.name}`
         keep.add(key)
         const ns = Math.round(c.cpuSeconds * 1e9)
         cpuNs += ns
         memBytes += c.memoryBytes
+        usageBytes += c.memoryUsageBytes ?? c.memoryBytes
+        rssBytes += c.memoryRssBytes ?? c.memoryBytes
         const cpu: CpuStats = {time, usageCoreNanoSeconds: ns}
         const rate = this.rates.rate(key, ns, at, c.startTime?.getTime())
         if (rate !== undefined) cpu.usageNanoCores = rate
@@ -81,7 +85,7 @@ export class SummaryBuilder {
           name: c.name,
           startTime: metaTime(c.startTime ?? started),
           cpu,
-          memory: {time, usageBytes: c.memoryBytes, workingSetBytes: c.memoryBytes, rssBytes: c.memoryBytes},
+          memory: {time, usageBytes: c.memoryUsageBytes ?? c.memoryBytes, workingSetBytes: c.memoryBytes, rssBytes: c.memoryRssBytes ?? c.memoryBytes},
         }
       })
       const cpu: CpuStats = {time, usageCoreNanoSeconds: cpuNs}
@@ -93,7 +97,7 @@ export class SummaryBuilder {
         startTime: metaTime(started),
         containers,
         cpu,
-        memory: {time, usageBytes: memBytes, workingSetBytes: memBytes, rssBytes: memBytes},
+        memory: {time, usageBytes, workingSetBytes: memBytes, rssBytes},
         process_stats: {process_count: u.containers.filter((c) => c.pid !== undefined).length},
       }
     })

@@ -1,0 +1,146 @@
+import {existsSync, mkdirSync} from 'node:fs'
+import {dirname, join} from 'node:path'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, readPids, removeTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {NoLimit, type ResourceConfig} from './resources.js'
+
+/** The v1 controllers a pod cgroup needs, and those used when present. */
+export const RequiredV1Controllers = ['cpu', 'cpuacct', 'memory', 'pids'] as const
+export const OptionalV1Controllers = ['cpuset', 'freezer'] as const
+export type V1Controller = (typeof RequiredV1Controllers)[number] | (typeof OptionalV1Controllers)[number]
+
+/**
+ * cgroup v1: one hierarchy per controller (or a few controllers mounted
+ * together), each with the node root at the same relative path. A process
+ * is placed in every hierarchy.
+ */
+export class CgroupV1 implements CgroupDriver {
+  readonly version = 1
+  readonly rootDirs: string[]
+
+  /** `roots`: the node root's directory in each controller's hierarchy. */
+  constructor(private readonly roots: ReadonlyMap<V1Controller, string>) {
+    this.rootDirs = [...new Set(roots.values())]
+  }
+
+  private dir(controller: V1Controller, path: string): string | undefined {
+    const root = this.roots.get(controller)
+    return root === undefined ? undefined : join(root, path)
+  }
+
+  private all(path: string): string[] {
+    return this.rootDirs.map((r) => join(r, path))
+  }
+
+  create(path: string): void {
+    const cpuset = this.roots.get('cpuset')
+    for (const root of this.rootDirs) {
+      if (root === cpuset) this.createCpuset(join(root, path))
+      else mkdirSync(join(root, path), {recursive: true})
+    }
+  }
+
+  /** A new cpuset cgroup has no cpus and mems: each level copies its parent's before it can hold a process. */
+  private createCpuset(dir: string): void {
+    if (existsSync(dir)) return
+    const parent = dirname(dir)
+    if (!existsSync(parent)) this.createCpuset(parent)
+    mkdirSync(dir)
+    for (const f of ['cpuset.cpus', 'cpuset.mems']) {
+      if ((readCg(dir, f) ?? '').trim() === '') writeCg(dir, f, (readCg(parent, f) ?? '').trim())
+    }
+  }
+
+  apply(path: string, c: ResourceConfig): void {
+    const cpu = this.dir('cpu', path)
+    if (cpu) {
+      if (c.cpuShares !== undefined) writeCg(cpu, 'cpu.shares', c.cpuShares)
+      if (c.cpuPeriod !== undefined) writeCg(cpu, 'cpu.cfs_period_us', c.cpuPeriod)
+      if (c.cpuQuota !== undefined) writeCg(cpu, 'cpu.cfs_quota_us', c.cpuQuota)
+    }
+    const mem = this.dir('memory', path)
+    if (mem && c.memoryLimit !== undefined) setMemoryLimit(mem, c.memoryLimit)
+    const pids = this.dir('pids', path)
+    if (pids && c.pidsLimit !== undefined) writeCg(pids, 'pids.max', c.pidsLimit === NoLimit ? 'max' : c.pidsLimit)
+  }
+
+  place(path: string, pid: number): void {
+    for (const d of this.all(path)) writeCg(d, 'cgroup.procs', pid)
+  }
+
+  procs(path: string): number[] {
+    return [...new Set(this.all(path).flatMap((d) => treePids(d)))]
+  }
+
+  contains(path: string, pid: number): boolean {
+    const d = this.dir('memory', path)
+    return !!d && treePids(d).includes(pid)
+  }
+
+  oomKills(path: string): number {
+    const d = this.dir('memory', path)
+    return (d && readKeyed(d, 'memory.oom_control').get('oom_kill')) || 0
+  }
+
+  usage(path: string): CgroupUsage | undefined {
+    const acct = this.dir('cpuacct', path)
+    const mem = this.dir('memory', path)
+    const cpu = acct && readCg(acct, 'cpuacct.usage')
+    const usage = mem && readCg(mem, 'memory.usage_in_bytes')
+    if (cpu === undefined || usage === undefined || cpu === '' || usage === '') return undefined
+    const stat = readKeyed(mem!, 'memory.stat')
+    const bytes = Number(usage)
+    return {
+      cpuNanoSeconds: Number(cpu),
+      memoryUsageBytes: bytes,
+      workingSetBytes: workingSet(bytes, stat.get('total_inactive_file') ?? 0),
+      rssBytes: stat.get('total_rss') ?? 0,
+    }
+  }
+
+  freeze(path: string, frozen: boolean): boolean {
+    const d = this.dir('freezer', path)
+    if (!d || !existsSync(d)) return false
+    try {
+      writeCg(d, 'freezer.state', frozen ? 'FROZEN' : 'THAWED')
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  killAll(): boolean {
+    return false
+  }
+
+  remove(path: string): void {
+    for (const d of this.all(path)) removeTree(d)
+  }
+
+  children(path: string): string[] {
+    return [...new Set(this.all(path).flatMap((d) => subdirs(d)))]
+  }
+
+  exists(path: string): boolean {
+    return this.all(path).some((d) => existsSync(d))
+  }
+}
+
+/**
+ * memory.limit_in_bytes, and memory.memsw.limit_in_bytes (memory + swap) to
+ * the same value where the kernel has it, so a limited container cannot
+ * swap its way past its limit (the kubelet's NoSwap). memsw must stay at
+ * or above the memory limit: raising, memsw goes first.
+ */
+function setMemoryLimit(dir: string, limit: number): void {
+  const hasSwap = readCg(dir, 'memory.memsw.limit_in_bytes') !== undefined
+  if (!hasSwap) return writeCg(dir, 'memory.limit_in_bytes', limit)
+  try {
+    writeCg(dir, 'memory.limit_in_bytes', limit)
+    writeCg(dir, 'memory.memsw.limit_in_bytes', limit)
+  } catch {
+    writeCg(dir, 'memory.memsw.limit_in_bytes', limit)
+    writeCg(dir, 'memory.limit_in_bytes', limit)
+  }
+}
+
+export {readPids}
