@@ -3,7 +3,9 @@
  * As kube-proxy's IPVS mode does with kube-ipvs0, the service range is routed
  * to a local dummy interface, so a connection to a ClusterIP that no rule
  * translates is swallowed here instead of following the default route off
- * this machine.
+ * this machine. Where the kernel has no dummy driver, an empty bridge does
+ * the same: nothing answers its ARP, so the connection fails with "no route
+ * to host" within seconds.
  */
 
 export const ServiceRouteInterface = 'vnode-svc0'
@@ -20,8 +22,11 @@ export async function serviceRouteExists(): Promise<boolean> {
 
 /** Creates the dummy interface and routes cidr to it; throws with ip's message when it cannot. */
 export async function addServiceRoute(cidr: string): Promise<void> {
+  if (!(await ip(['link', 'add', ServiceRouteInterface, 'type', 'dummy'])).ok) {
+    const r = await ip(['link', 'add', ServiceRouteInterface, 'type', 'bridge'])
+    if (!r.ok) throw new Error(`ip link add ${ServiceRouteInterface}: ${r.stderr.trim()}`)
+  }
   for (const args of [
-    ['link', 'add', ServiceRouteInterface, 'type', 'dummy'],
     ['link', 'set', ServiceRouteInterface, 'up'],
     ['route', 'replace', cidr, 'dev', ServiceRouteInterface],
   ]) {

@@ -118,9 +118,21 @@ async function startKubeProxy(ctx: HostContext): Promise<number> {
   ], logFile(ctx, 'kube-proxy'))
 }
 
-/** Starts what the host allows; every service left out is logged with its reason. */
+/**
+ * Starts what the host allows; every service left out is logged with its
+ * reason. On failure whatever was started is stopped again.
+ */
 export async function startServices(ctx: ServicesContext): Promise<ServicesState> {
   const state: ServicesState = {pids: {}, serviceRoute: false, skipped: []}
+  try {
+    return await startEach(ctx, state)
+  } catch (error) {
+    await stopServices(state)
+    throw error
+  }
+}
+
+async function startEach(ctx: ServicesContext, state: ServicesState): Promise<ServicesState> {
   const skip = (line: string) => {
     state.skipped.push(line)
     ctx.log(line)
