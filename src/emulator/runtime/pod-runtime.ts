@@ -16,6 +16,8 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
+import {PodNetworkAttachment} from './network/pod-attachment.js'
+import type {PodNetwork} from './network/pod-network.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
@@ -64,6 +66,10 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** The node's pod network; undefined: the pod runs on the host network. */
+  network?: PodNetwork
+  /** On the host network: warns when a container's declared ports are already taken on the host. */
+  checkHostPorts?: (pod: V1Pod, container: ContainerState) => Promise<void>
   /** Called with a fresh copy of the pod whenever the reported status changes. */
   notify(pod: V1Pod): void
 }
@@ -104,6 +110,8 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  /** The pod's network namespace and address, when the node has a pod network. */
+  readonly net: PodNetworkAttachment
 
   constructor(
     pod: V1Pod,
@@ -116,6 +124,7 @@ export class PodRuntime {
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
     ]
     this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+    this.net = new PodNetworkAttachment(deps.network, () => this.pod)
   }
 
   get uid(): string {
@@ -217,6 +226,7 @@ export class PodRuntime {
     if (this.finished) return
     if (this.checkActiveDeadline()) return
     if (!this.volumes && !(await this.setUpVolumes())) return
+    if (!(await this.setUpNetwork())) return
     if (!this.initDone && !(await this.syncInitContainers())) return
     for (const c of this.sidecars) if (!this.finished && !c.running && !c.stopping) await this.maybeStart(c)
     for (const c of this.regulars) {
@@ -300,6 +310,23 @@ export class PodRuntime {
     return true
   }
 
+  /** The pod's network namespace and address, before any container starts (the kubelet's RunPodSandbox). */
+  private async setUpNetwork(): Promise<boolean> {
+    if (!this.net.enabled || this.net.attachment) return true
+    if (Date.now() < this.configRetryAt) {
+      this.scheduleWake(this.configRetryAt)
+      return false
+    }
+    try {
+      await this.net.ensure()
+      return true
+    } catch (error) {
+      void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedCreatePodSandBox', `Failed to create pod sandbox: ${(error as Error).message}`)
+      this.retryConfigLater()
+      return false
+    }
+  }
+
   private retryConfigLater(): void {
     this.configRetryAt = Date.now() + this.configRetry.next()
     this.scheduleWake(this.configRetryAt)
@@ -358,6 +385,7 @@ export class PodRuntime {
     this.configRetryAt = 0
     if (c.instances === 1) this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
+    if (!this.net.enabled) await this.deps.checkHostPorts?.(pod, c)
     let proc: ContainerProcess
     try {
       const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
@@ -378,7 +406,7 @@ export class PodRuntime {
     c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
     this.event(c, 'Normal', 'Started', `Started container ${c.name}`)
     this.watchProcess(c, proc)
-    const hctx: HandlerContext = {env, cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+    const hctx: HandlerContext = {env, cwd, host: this.net.handlerHost, ports: c.spec.ports ?? []}
     const postStart = c.spec.lifecycle?.postStart
     if (postStart) {
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
@@ -395,7 +423,7 @@ export class PodRuntime {
     void proc.exited.then((exit) => this.onExit(c, proc, exit))
     this.writeRecord()
     this.publish()
-    this.startProbes(c, proc, {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []})
+    this.startProbes(c, proc, {env: proc.env, cwd: proc.cwd, host: this.net.handlerHost, ports: c.spec.ports ?? []})
   }
 
   /**
@@ -557,7 +585,7 @@ export class PodRuntime {
     c.stopping = (async () => {
       const preStop = c.spec.lifecycle?.preStop
       if (preStop && c.stopDeadline > Date.now()) {
-        const hctx: HandlerContext = {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+        const hctx: HandlerContext = {env: proc.env, cwd: proc.cwd, host: this.net.handlerHost, ports: c.spec.ports ?? []}
         const hookAbort = new AbortController()
         const hook = runHook(preStop, hctx, Math.max(0, c.stopDeadline - Date.now()), hookAbort.signal)
         let done = false
@@ -611,6 +639,7 @@ export class PodRuntime {
         c.ready = false
       }
       await this.unmountVolumes()
+      await this.net.release().catch(() => undefined)
       this.writeRecord()
       this.publish()
     })()
@@ -663,6 +692,7 @@ export class PodRuntime {
     }
     if ((this.pod.spec?.initContainers?.length ?? 0) === 0) delete status.initContainerStatuses
     if (this.outcome) Object.assign(status, this.outcome)
+    Object.assign(status, this.net.statusFields())
     return status
   }
 

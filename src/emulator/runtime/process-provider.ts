@@ -19,6 +19,9 @@ import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
+import type {PodNetwork} from './network/pod-network.js'
+import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
+import type {ContainerState} from './container-state.js'
 
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
@@ -32,6 +35,8 @@ export interface ProcessProviderOptions {
   memoryBytes?: number
   /** How often an adopted process is checked for its end (adopt.ts). */
   adoptPollMs?: number
+  /** The node's pod network (network/): a namespace and address per non-hostNetwork pod. */
+  network?: PodNetwork
 }
 
 /**
@@ -104,6 +109,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
         continue
       }
       const rt = this.newRuntime(record.pod)
+      await rt.net.adopt()
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
         record.links ?? [],
@@ -135,6 +141,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      network: pod.spec?.hostNetwork ? undefined : this.opts.network,
+      checkHostPorts: (p, c) => this.checkHostPorts(p, c),
       notify: (p) => this.callback(p),
     })
   }
@@ -241,6 +249,21 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
+    await this.opts.network?.close()
+  }
+
+  /**
+   * On the host network: a Warning for each declared TCP containerPort that
+   * something on the host already listens on, naming the pod holding it.
+   */
+  private async checkHostPorts(pod: V1Pod, c: ContainerState): Promise<void> {
+    const ports = (c.spec.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.containerPort)
+    for (const taken of await takenPorts(ports)) {
+      const pgid = taken.pid ? await processGroupOf(taken.pid) : undefined
+      const holder = [...this.pods.values()].find((rt) => rt.containers.some((x) => x.proc && x.proc.exit === undefined && x.proc.pgid === pgid))
+      const who = holder ? `pod ${holder.key}` : taken.pid ? `process ${taken.pid}${taken.comm ? ` (${taken.comm})` : ''}` : 'another process'
+      void this.ctx.recorder.record(c.ref(pod), 'Warning', 'PortInUse', portConflictMessage(taken.port, who))
+    }
   }
 
   private find(pod: V1Pod): PodRuntime | undefined {
