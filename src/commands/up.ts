@@ -49,6 +49,16 @@ export default class Up extends Command {
     'anonymous-auth': Flags.boolean({description: 'kubelet API: serve unauthenticated requests as system:anonymous (still authorized)', default: false}),
     'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
     'client-ca-file': Flags.string({description: 'kubelet API: CA bundle for client certificates (default: the kubeconfig cluster CA)'}),
+    sandbox: Flags.string({
+      description: "what pods run inside: auto (namespaces where the host allows them, else none), namespaces (a pod sandbox: mount, PID and UTS namespaces), none (bare host processes)",
+      options: ['auto', 'namespaces', 'none'],
+      default: 'auto',
+    }),
+    'pod-network': Flags.string({
+      description: 'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox), on, off (the host network)',
+      options: ['auto', 'on', 'off'],
+      default: 'auto',
+    }),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -64,6 +74,12 @@ export default class Up extends Command {
           throw new UserError(`invalid --images ${flags.images}: ${error.message}`)
         })
       : undefined
+    const {detectSandbox} = await import('../emulator/runtime/sandbox/detect.js')
+    const {SandboxLabel} = await import('../emulator/runtime/sandbox/spec.js')
+    const sandbox = await detectSandbox(flags.sandbox as 'auto' | 'namespaces' | 'none').catch((error: Error) => {
+      throw new UserError(error.message)
+    })
+    if (sandbox.mode === 'none' && flags.sandbox === 'auto') process.stderr.write(`sandbox: none (pods run as bare host processes): ${sandbox.reason}\n`)
     const base: EmulatorOptions = {
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
@@ -71,7 +87,7 @@ export default class Up extends Command {
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,
-      labels: Object.fromEntries((flags.label ?? []).map(parseLabel)),
+      labels: {[SandboxLabel]: sandbox.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel))},
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],
       nodeIP: flags['node-ip'],
@@ -81,7 +97,12 @@ export default class Up extends Command {
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
-        return ProcessProvider.create(ctx, {images})
+        const {clusterDnsFor, podNetworkFor} = await import('../emulator/runtime/network/node-network.js')
+        const log = (line: string) => process.stderr.write(`${line}\n`)
+        const network = await podNetworkFor(ctx, flags['pod-network'] as 'auto' | 'on' | 'off', sandbox.mode === 'namespaces', log).catch((error: Error) => {
+          throw new UserError(error.message)
+        })
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, network, dns: {clusterDNS: await clusterDnsFor(ctx.core)}})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

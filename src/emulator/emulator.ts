@@ -318,8 +318,10 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.provider = await factory({
       nodeName: this.opts.name,
       nodeIP: this.nodeIP,
+      apiServer: this.clients.server,
       stateDir: this.stateDir,
       core: this.clients.core,
+      kc: this.clients.kc,
       services: this.services,
       recorder: this.recorder,
     })

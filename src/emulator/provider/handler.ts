@@ -1,5 +1,5 @@
 import type {ServiceLookup} from '../kube/service-lister.js'
-import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {CoreV1Api, KubeConfig, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {EventRecorder} from '../kube/events.js'
 import type {PodUsage} from './usage.js'
 
@@ -44,9 +44,13 @@ export interface PodLifecycleHandler {
 export interface ProviderContext {
   nodeName: string
   nodeIP: string
+  /** The API server's URL as this host reaches it (the kubeconfig's): what in-cluster config points pods to. */
+  apiServer?: string
   stateDir: string
   /** For reading ConfigMaps, Secrets and Services a pod refers to. */
   core: CoreV1Api
+  /** The kubeconfig, for APIs beyond core/v1 (the cluster's ServiceCIDRs for the pod network). */
+  kc?: KubeConfig
   /** The cluster's Services (for containers' service environment variables), from one list+watch. */
   services: ServiceLookup
   /** Events about pods (Pulled-like Started/Killing/BackOff, Warnings). */

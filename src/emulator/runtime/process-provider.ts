@@ -17,6 +17,8 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.j
 import {podSandbox} from './pod-record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
+import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
+import type {SandboxMode} from './sandbox/spec.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 import type {PodNetwork} from './network/pod-network.js'
@@ -37,6 +39,12 @@ export interface ProcessProviderOptions {
   adoptPollMs?: number
   /** The node's pod network (network/): a namespace and address per non-hostNetwork pod. */
   network?: PodNetwork
+  /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
+  sandbox?: SandboxMode
+  /** The cluster DNS pods' resolv.conf names (sandbox mode). */
+  dns?: Partial<PodDNS>
+  /** Called with each container's main process host pid before its program runs (cgroups). */
+  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
 }
 
 /**
@@ -68,10 +76,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.node = {
       nodeName: ctx.nodeName,
       nodeIP: ctx.nodeIP,
+      apiServer: ctx.apiServer,
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
     }
+  }
+
+  get sandboxMode(): SandboxMode {
+    return this.opts.sandbox ?? 'none'
   }
 
   /** Builds the provider and loads its image map, so a bad --images file fails at startup. */
@@ -113,6 +126,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
         record.links ?? [],
+        record.pidHolder,
       )
       this.pods.set(rt.uid, rt)
     }
@@ -141,8 +155,12 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
-      network: pod.spec?.hostNetwork ? undefined : this.opts.network,
+      // A pod network needs the sandbox: its containers are spawned inside the pod's namespace.
+      network: pod.spec?.hostNetwork || this.sandboxMode !== 'namespaces' ? undefined : this.opts.network,
       checkHostPorts: (p, c) => this.checkHostPorts(p, c),
+      sandboxMode: this.sandboxMode,
+      dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
+      beforeExec: this.opts.beforeExec,
       notify: (p) => this.callback(p),
     })
   }
@@ -207,7 +225,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   async execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void> {
     const proc = this.runningProcess(ref)
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
-    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd}, io)
+    const enter = proc.enterArgv(proc.cwd)
+    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
     this.trackExec(proc, handle.pgid)
     const code = await handle.done
     // A group that is already empty is forgotten at once, so its id is never signalled after reuse.
