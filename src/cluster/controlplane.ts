@@ -227,12 +227,22 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   await mkdir(join(opts.dir, 'logs'), {recursive: true, mode: 0o700})
   log('generating certificates')
   const pki = await createPki(opts.dir)
+  // Nothing listens on a port until its component starts: the kernel may hand the same free port out twice.
+  const handedOut = new Set<number>()
+  const distinctFreePort = async (): Promise<number> => {
+    for (;;) {
+      const p = await freePort()
+      if (!handedOut.has(p)) return handedOut.add(p), p
+    }
+  }
+  const apiserverPort = opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await distinctFreePort() : opts.port
+  handedOut.add(apiserverPort)
   const ports = {
-    apiserver: opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await freePort() : opts.port,
-    etcdClient: await freePort(),
-    etcdPeer: await freePort(),
-    controllerManager: await freePort(),
-    scheduler: await freePort(),
+    apiserver: apiserverPort,
+    etcdClient: await distinctFreePort(),
+    etcdPeer: await distinctFreePort(),
+    controllerManager: await distinctFreePort(),
+    scheduler: await distinctFreePort(),
   }
   const server = `https://127.0.0.1:${ports.apiserver}`
   const kubeconfig = join(opts.dir, 'kubeconfig')

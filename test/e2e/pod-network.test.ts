@@ -75,6 +75,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     // A cluster of this file's own, with kube-proxy and CoreDNS, and node CIDRs allocated.
     const up = await vnode(['cluster', 'up', '--dir', join(dir, 'cluster'), '--port', '0'], {timeout: 150_000})
     expect(up.exitCode).toBe(0)
+    if (root) expect(up.stderr).toContain('starting kube-proxy')
     savedKubeconfig = process.env[E2eEnv.kubeconfig]
     process.env[E2eEnv.kubeconfig] = join(dir, 'cluster', 'kubeconfig')
     c = await clients()
@@ -133,6 +134,8 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: AppPort}]}}})
     const clusterIp = (await c.core.readNamespacedService({name: 'web', namespace: ns})).spec!.clusterIP!
     await assertLocalRoute(clusterIp, [ServiceRouteInterface])
+    // kube-proxy waits up to 30 s for a Node of its own host name before it writes its first rules.
+    await waitFor(async () => (await natRules()).includes(`${ns}/web cluster IP`), 'kube-proxy rules for the Service', 90_000, 500)
     const names = new Set((await pods('web')).map((p) => p.metadata!.name!))
     const seen = new Set<string>()
     await waitFor(async () => {
@@ -149,7 +152,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     const fetch = `fetch('http://web.${ns}.svc.cluster.local/').then(r => r.text()).then(t => console.log(t))`
     const r = await execIn(a.metadata!.name!, [NODE, '-e', fetch])
     expect(names.has(r.stdout.trim())).toBe(true)
-  }, 120_000)
+  }, 180_000)
 
   test('port-forward and the pod proxy reach the pod inside its namespace', async () => {
     if (!root) return
