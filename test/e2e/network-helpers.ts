@@ -16,7 +16,8 @@ export async function assertLocalRoute(addr: string, devices: string[]): Promise
 /** GET http://addr:port/path with a short timeout; the body, or the error's code. */
 export function httpGet(addr: string, port: number, path = '/', timeoutMs = 3000): Promise<{status?: number; body?: string; error?: string}> {
   return new Promise((resolve) => {
-    const req = request({host: addr, port, path, timeout: timeoutMs}, (res) => {
+    // A new connection each time (no keep-alive agent): each one is balanced across a Service's endpoints on its own.
+    const req = request({host: addr, port, path, timeout: timeoutMs, agent: false}, (res) => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (c) => (body += c))

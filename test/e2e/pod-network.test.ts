@@ -138,11 +138,13 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     await waitFor(async () => (await natRules()).includes(`${ns}/web cluster IP`), 'kube-proxy rules for the Service', 90_000, 500)
     const names = new Set((await pods('web')).map((p) => p.metadata!.name!))
     const seen = new Set<string>()
+    let last = ''
     await waitFor(async () => {
       const res = await httpGet(clusterIp, 80)
+      last = JSON.stringify(res)
       if (res.body && names.has(res.body)) seen.add(res.body)
       return seen.size === names.size
-    }, `both replicas behind http://${clusterIp}/`, 60_000, 100)
+    }, () => `both replicas behind http://${clusterIp}/ (saw ${[...seen].join(', ') || 'none'}; last ${last})`, 60_000, 100)
     await assertLocalRoute(ClusterDnsIp, [ServiceRouteInterface])
     const resolver = new Resolver({timeout: 2000, tries: 2})
     resolver.setServers([ClusterDnsIp])
