@@ -10,9 +10,9 @@ function shell(name: string, script: string, extra: Record<string, unknown> = {}
   return {name, image: 'sh', command: ['/bin/sh', '-c', script], ...extra}
 }
 
-/** Mount namespaces this test's pods might have left: their bwrap monitors carry the marker. */
+/** Nothing of a container left: its processes, and the bwrap that held its namespaces (it carries the same argv). */
 async function noneLeft(marker: string): Promise<void> {
-  await waitFor(async () => (await processesMatching(marker)).length === 0, `no process with ${marker} left`, 15_000, 100)
+  await waitFor(async () => (await processesMatching(marker, {withRuntime: true})).length === 0, `no process with ${marker} left`, 15_000, 100)
 }
 
 describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
@@ -119,6 +119,23 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     expect(read('namespace')).toBe(f.ns)
     const server = new URL(f.c.kc.getCurrentCluster()!.server)
     expect(read('service')).toBe(`${server.hostname}:${server.port}`)
+  })
+
+  test("the environment is the container's own: nothing of vnode's, no PWD from the sandbox", async () => {
+    await f.create({metadata: {name: 'env'}, spec: {restartPolicy: 'Never', containers: [{name: 'env', image: 'env', command: ['/usr/bin/env'], env: [{name: 'PLAIN', value: 'x'}]}]}})
+    await f.waitRow('env', (r) => r.status === 'Completed', 'Completed')
+    const names = (await f.logs('env')).stdout.split('\n').map((l) => l.split('=')[0]).filter(Boolean)
+    expect(names.filter((n) => !/^(PATH|HOME|HOSTNAME|VNODE_VOLUME_ROOT|PLAIN|KUBERNETES_[A-Z0-9_]+)$/.test(n))).toEqual([])
+  })
+
+  test('auto, the default, picks the sandbox on a host that allows it', async () => {
+    const name = uniqueName('sbxauto')
+    const n = startVnode(name, ['--sandbox', 'auto'])
+    await n.ready()
+    const r = await kubectl(['get', 'node', name, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])
+    expect(r.stdout).toBe('namespaces')
+    expect(await n.stop()).toBe(0)
+    await kubectl(['delete', 'node', name, '--wait=false'])
   })
 
   test('PID 1 ignores SIGTERM it has no handler for: a liveness kill of a plain sleep is exit 137', async () => {

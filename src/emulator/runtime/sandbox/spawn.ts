@@ -44,7 +44,7 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   checkProgram(s.sandbox, file, s.env, s.cwd)
   let args: string[]
   try {
-    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...s.argv]
+    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...withoutBwrapPwd(s.env), ...s.argv]
   } catch (error) {
     if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
     throw error
@@ -75,6 +75,17 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   block.end('go')
   status.resume()
   return {monitor, pid, stdin: monitor.stdin ?? undefined}
+}
+
+/** coreutils' env, which execs the program in its place (it stays PID 1). */
+export const EnvProgram = '/usr/bin/env'
+
+/**
+ * bwrap exports PWD for its --chdir; a runtime sets no such variable, so
+ * it is taken out again unless the container's env has its own.
+ */
+function withoutBwrapPwd(env: Record<string, string>): string[] {
+  return Object.hasOwn(env, 'PWD') ? [] : [EnvProgram, '-u', 'PWD', '--']
 }
 
 /** The first JSON document of bwrap's status fd names the sandboxed PID 1. */
