@@ -10,11 +10,16 @@ import {type CertPair, createCa, createServiceAccountKeys, ensurePrivateDir, iss
 import {freePort, portOr} from './ports.js'
 import {isAlive, signal, waitGone} from './process.js'
 import {hostAddresses} from './host.js'
+import {aggregationArgs, createFrontProxyPki, type FrontProxyPki} from './aggregation.js'
+import {type ServicesState, startServices, stopServices} from './services/services.js'
 
 export const DefaultApiServerPort = 6443
 export const DefaultReadyTimeoutMs = 90_000
 export const DefaultStopTimeoutMs = 15_000
 export const ServiceClusterIpRange = '10.0.0.0/24'
+/** The controller-manager gives each node a /24 of it as spec.podCIDR. */
+export const ClusterPodCidr = '10.244.0.0/16'
+export const NodeCidrMaskSize = 24
 export const ContextName = 'vnode'
 
 /** Components in start order; stopped in reverse. */
@@ -30,6 +35,8 @@ export interface ClusterState {
   commands: Partial<Record<Component, string[]>>
   ports: {apiserver: number; etcdClient: number; etcdPeer: number; controllerManager: number; scheduler: number}
   startedAt: string
+  /** kube-proxy, metrics-server and CoreDNS, when started with them. */
+  services?: ServicesState
 }
 
 export interface ClusterOptions {
@@ -45,6 +52,8 @@ export interface ClusterOptions {
    * behaviour the defaults hide.
    */
   apiserverArgs?: string[]
+  /** Also run kube-proxy, metrics-server and CoreDNS (those the host allows). */
+  services?: boolean
   log?: (line: string) => void
 }
 
@@ -114,6 +123,7 @@ interface Pki {
   controllerManager: CertPair
   scheduler: CertPair
   sa: {key: string; pub: string}
+  frontProxy: FrontProxyPki
 }
 
 async function createPki(dir: string): Promise<Pki> {
@@ -133,6 +143,7 @@ async function createPki(dir: string): Promise<Pki> {
     controllerManager: await issueCert(pki, ca, {name: 'controller-manager', commonName: 'system:kube-controller-manager', usage: 'client'}),
     scheduler: await issueCert(pki, ca, {name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client'}),
     sa: await createServiceAccountKeys(pki),
+    frontProxy: await createFrontProxyPki(pki),
   }
 }
 
@@ -216,12 +227,22 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   await mkdir(join(opts.dir, 'logs'), {recursive: true, mode: 0o700})
   log('generating certificates')
   const pki = await createPki(opts.dir)
+  // Nothing listens on a port until its component starts: the kernel may hand the same free port out twice.
+  const handedOut = new Set<number>()
+  const distinctFreePort = async (): Promise<number> => {
+    for (;;) {
+      const p = await freePort()
+      if (!handedOut.has(p)) return handedOut.add(p), p
+    }
+  }
+  const apiserverPort = opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await distinctFreePort() : opts.port
+  handedOut.add(apiserverPort)
   const ports = {
-    apiserver: opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await freePort() : opts.port,
-    etcdClient: await freePort(),
-    etcdPeer: await freePort(),
-    controllerManager: await freePort(),
-    scheduler: await freePort(),
+    apiserver: apiserverPort,
+    etcdClient: await distinctFreePort(),
+    etcdPeer: await distinctFreePort(),
+    controllerManager: await distinctFreePort(),
+    scheduler: await distinctFreePort(),
   }
   const server = `https://127.0.0.1:${ports.apiserver}`
   const kubeconfig = join(opts.dir, 'kubeconfig')
@@ -245,6 +266,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--unsafe-no-fsync',
     ],
     'kube-apiserver': [
+      ...aggregationArgs(pki.frontProxy),
       `--etcd-servers=${etcdClient}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1',
       `--secure-port=${ports.apiserver}`, `--cert-dir=${join(opts.dir, 'pki')}`,
       `--tls-cert-file=${pki.apiserver.cert}`, `--tls-private-key-file=${pki.apiserver.key}`,
@@ -266,6 +288,9 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--use-service-account-credentials=true', `--cert-dir=${join(opts.dir, 'pki', 'controller-manager')}`,
       ...(opts.nodeMonitorGracePeriod ? [`--node-monitor-grace-period=${opts.nodeMonitorGracePeriod}`] : []),
       '--node-monitor-period=2s', '--profiling=false',
+      // Each node gets spec.podCIDR, which a pod network takes its addresses from.
+      '--allocate-node-cidrs=true', `--cluster-cidr=${ClusterPodCidr}`, `--node-cidr-mask-size=${NodeCidrMaskSize}`,
+      `--service-cluster-ip-range=${ServiceClusterIpRange}`,
     ],
     'kube-scheduler': [
       `--kubeconfig=${schedKubeconfig}`, `--authentication-kubeconfig=${schedKubeconfig}`, `--authorization-kubeconfig=${schedKubeconfig}`,
@@ -283,6 +308,15 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
         await waitReady(state, pki, DefaultReadyTimeoutMs, log)
         log('API server ready')
       }
+    }
+    if (opts.services) {
+      state.services = await startServices({
+        dir: opts.dir, server, ca: pki.ca, kubectl: bins.kubectl, serviceCidr: ServiceClusterIpRange,
+        hostIp: hostAddresses()[0],
+        kubeconfigYaml: (user, name) => kubeconfigYaml(server, pki.ca.cert, user, name),
+        spawn: spawnDaemon, log,
+      })
+      await writeState(state)
     }
   } catch (error) {
     await stopCluster(opts.dir)
@@ -318,6 +352,7 @@ export async function stopCluster(dir: string, timeoutMs = DefaultStopTimeoutMs)
   const state = await readState(dir)
   if (!state) return []
   const statuses = componentStatuses(state)
+  await stopServices(state.services)
   for (const c of [...Components].reverse()) {
     const pid = state.pids[c]
     if (pid === undefined || !isAlive(pid)) continue

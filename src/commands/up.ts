@@ -57,6 +57,11 @@ export default class Up extends Command {
       options: ['auto', 'namespaces', 'none'],
       default: 'auto',
     }),
+    'pod-network': Flags.string({
+      description: 'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox), on, off (the host network)',
+      options: ['auto', 'on', 'off'],
+      default: 'auto',
+    }),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -102,8 +107,13 @@ export default class Up extends Command {
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
+        const {clusterDnsFor, podNetworkFor} = await import('../emulator/runtime/network/node-network.js')
+        const log = (line: string) => process.stderr.write(`${line}\n`)
+        const network = await podNetworkFor(ctx, flags['pod-network'] as 'auto' | 'on' | 'off', sandbox.mode === 'namespaces', log).catch((error: Error) => {
+          throw new UserError(error.message)
+        })
         // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
-        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids']})
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids'], network, dns: {clusterDNS: await clusterDnsFor(ctx.core)}})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

@@ -339,6 +339,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       apiServer: this.clients.server,
       stateDir: this.stateDir,
       core: this.clients.core,
+      kc: this.clients.kc,
       services: this.services,
       objects: this.objects,
       recorder: this.recorder,

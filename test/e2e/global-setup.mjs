@@ -11,9 +11,12 @@ import {cliPath, E2eEnv} from './env.mjs'
  */
 export default async function globalSetup() {
   const {findBinaries} = await import('../../dist/cluster/binaries.js')
+  const {missingServiceBinaries} = await import('../../dist/cluster/services/binaries.js')
   let kubectl
   try {
     kubectl = findBinaries().kubectl
+    // kube-proxy, metrics-server and CoreDNS: the cluster-services tests start a cluster of their own with them.
+    if (missingServiceBinaries().length > 0) throw new Error('cluster services not built')
   } catch {
     try {
       execFileSync(process.execPath, [cliPath(), 'cluster', 'build'], {stdio: 'inherit'})
@@ -29,7 +32,8 @@ export default async function globalSetup() {
   const dir = mkdtempSync(join(tmpdir(), 'vnode-e2e-'))
   const clusterDir = join(dir, 'cluster')
   // A short grace so the node lifecycle controller's reaction can be tested in seconds, not minutes.
-  execFileSync(process.execPath, [cliPath(), 'cluster', 'up', '--dir', clusterDir, '--port', '0', '--node-monitor-grace-period', '16s'], {
+  // No cluster services here: one host has one service route, and most tests need none.
+  execFileSync(process.execPath, [cliPath(), 'cluster', 'up', '--dir', clusterDir, '--port', '0', '--node-monitor-grace-period', '16s', '--no-services'], {
     stdio: ['ignore', 'ignore', 'inherit'],
   })
   process.env[E2eEnv.dir] = dir

@@ -5,6 +5,7 @@ export default class ClusterBuild extends Command {
   static override flags = {
     'out-dir': Flags.string({description: 'where to put the binaries (default: the build cache)'}),
     force: Flags.boolean({description: 'rebuild binaries that are already cached'}),
+    services: Flags.boolean({description: 'also build kube-proxy, metrics-server and CoreDNS', default: true, allowNo: true}),
   }
 
   async run(): Promise<void> {
@@ -15,6 +16,10 @@ export default class ClusterBuild extends Command {
       force: flags.force,
       log: (line) => process.stderr.write(`${line}\n`),
     })
+    if (flags.services) {
+      const {buildClusterServices} = await import('../../cluster/services/build.js')
+      await buildClusterServices({force: flags.force, log: (line) => process.stderr.write(`${line}\n`)})
+    }
     process.stdout.write(`${dir}\n`)
   }
 }

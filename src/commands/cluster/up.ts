@@ -19,6 +19,11 @@ export default class ClusterUp extends Command {
       description: 'an extra kube-apiserver flag, appended after vnode\'s own, e.g. --apiserver-arg=--watch-cache=false (repeatable)',
       multiple: true,
     }),
+    services: Flags.boolean({
+      description: 'also run kube-proxy (as root), metrics-server and CoreDNS, built by `kubectl vnode cluster build`',
+      default: true,
+      allowNo: true,
+    }),
   }
 
   async run(): Promise<void> {
@@ -30,6 +35,7 @@ export default class ClusterUp extends Command {
       port: flags.port,
       nodeMonitorGracePeriod: flags['node-monitor-grace-period'],
       apiserverArgs: flags['apiserver-arg'],
+      services: flags.services,
       log: (line) => process.stderr.write(`${line}\n`),
     })
     process.stdout.write(`control plane ready at ${state.server}\nexport KUBECONFIG=${state.kubeconfig}\n`)

@@ -290,6 +290,11 @@ function withTransitionTimes(conditions: V1PodCondition[], previous: V1PodCondit
   })
 }
 
+function podIPs(own: string | undefined, nodeIP: string): Pick<V1PodStatus, 'podIP' | 'podIPs'> {
+  const ip = own || nodeIP
+  return {podIP: ip, podIPs: [{ip}]}
+}
+
 /** The pod status the kubelet would write now. */
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
@@ -371,8 +376,9 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     conditions,
     hostIP: nodeIP,
     hostIPs: [{ip: nodeIP}],
-    // Every pod shares the host network: podIP is the node IP once a sandbox existed.
-    ...(input.sandboxReady || previous.podIP ? {podIP: nodeIP, podIPs: [{ip: nodeIP}]} : {}),
+    // A pod on the host network has the node IP once a sandbox existed; one with a network of
+    // its own has the address the runtime reports.
+    ...(input.sandboxReady || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
     startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
     ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
     ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),

@@ -1,6 +1,6 @@
 import type {ReferencedObjects} from '../kube/object-manager.js'
 import type {ServiceLookup} from '../kube/service-lister.js'
-import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {CoreV1Api, KubeConfig, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {EventRecorder} from '../kube/events.js'
 import type {PodUsage} from './usage.js'
 
@@ -52,6 +52,8 @@ export interface ProviderContext {
   core: CoreV1Api
   /** The ConfigMaps and Secrets the node's pods reference, one watch each (the kubelet's managers). */
   objects: ReferencedObjects
+  /** The kubeconfig, for APIs beyond core/v1 (the cluster's ServiceCIDRs for the pod network). */
+  kc?: KubeConfig
   /** The cluster's Services (for containers' service environment variables), from one list+watch. */
   services: ServiceLookup
   /** Events about pods (Pulled-like Started/Killing/BackOff, Warnings). */

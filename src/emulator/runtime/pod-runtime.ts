@@ -20,6 +20,8 @@ import type {TokenSource} from './service-account-tokens.js'
 import {VolumeRefresher, type VolumeRefreshOptions} from './volume-refresh.js'
 import type {NodeCgroups} from './cgroups/node-cgroups.js'
 import {PodCgroupState, OOMKilledReason} from './cgroups/pod-cgroup.js'
+import {PodNetworkAttachment} from './network/pod-attachment.js'
+import type {PodNetwork} from './network/pod-network.js'
 import {containerView} from './sandbox/container-view.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
 import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
@@ -90,6 +92,10 @@ export interface PodRuntimeDeps {
   limitsNotEnforced?: string
   /** Node allocatable, for a resize's feasibility. */
   allocatable?: {cpuCores: number; memoryBytes: number}
+  /** The node's pod network; undefined: the pod runs on the host network. */
+  network?: PodNetwork
+  /** On the host network: warns when a container's declared ports are already taken on the host. */
+  checkHostPorts?: (pod: V1Pod, container: ContainerState) => Promise<void>
   /** namespaces: each container in a pod sandbox (sandbox/); none: a bare host process. */
   sandboxMode: SandboxMode
   dns: PodDNS
@@ -138,6 +144,8 @@ export class PodRuntime {
   private readonly refresh: VolumeRefresher
   /** The pod's cgroup, its containers' cgroups, resize state (cgroups/pod-cgroup.ts). */
   readonly cgroup: PodCgroupState
+  /** The pod's network namespace and address, when the node has a pod network. */
+  readonly net: PodNetworkAttachment
   /** shareProcessNamespace in a sandbox: the PID 1 every container joins. */
   private pidHolder: PidNamespaceHolder | undefined
 
@@ -164,6 +172,7 @@ export class PodRuntime {
       deps.volumeRefresh,
     )
     this.cgroup = new PodCgroupState(deps.cgroups, deps.allocatable)
+    this.net = new PodNetworkAttachment(deps.network, () => this.pod)
   }
 
   private volumeDeps() {
@@ -294,6 +303,7 @@ export class PodRuntime {
     if (this.finished) return
     if (this.checkActiveDeadline()) return
     if (!this.volumes && !(await this.setUpVolumes())) return
+    if (!(await this.setUpNetwork())) return
     if (!this.initDone && !(await this.syncInitContainers())) return
     for (const c of this.sidecars) if (!this.finished && !c.running && !c.stopping) await this.maybeStart(c)
     for (const c of this.regulars) {
@@ -381,6 +391,25 @@ export class PodRuntime {
     return true
   }
 
+  /** The pod's network namespace and address, before any container starts (the kubelet's RunPodSandbox). */
+  private async setUpNetwork(): Promise<boolean> {
+    if (!this.net.enabled || this.net.attachment) return true
+    if (Date.now() < this.configRetryAt) {
+      this.scheduleWake(this.configRetryAt)
+      return false
+    }
+    try {
+      await this.net.ensure()
+      // /etc/hosts names the pod's own address now.
+      this.writePodFiles()
+      return true
+    } catch (error) {
+      void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedCreatePodSandBox', `Failed to create pod sandbox: ${(error as Error).message}`)
+      this.retryConfigLater()
+      return false
+    }
+  }
+
   private retryConfigLater(): void {
     this.configRetryAt = Date.now() + this.configRetry.next()
     this.scheduleWake(this.configRetryAt)
@@ -434,6 +463,8 @@ export class PodRuntime {
       })
       if (!viewResult.ok) return this.configFailed(c, 'CreateContainerConfigError', viewResult.message)
       view = viewResult.spec
+      // The pod's network namespace (network/), made before its first container.
+      if (this.net.netns) view = {...view, netns: this.net.netns}
       if (pod.spec?.shareProcessNamespace) view.pidNamespaceOf = (await this.sharedPidNamespace()).pid
       cwd = c.spec.workingDir || program.program.workingDir || '/'
       mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
@@ -474,6 +505,7 @@ export class PodRuntime {
     this.configRetryAt = 0
     if (c.instances === 1) this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
+    if (!this.net.enabled) await this.deps.checkHostPorts?.(pod, c)
     let proc: ContainerProcess
     try {
       const cgroup = this.cgroup.createContainer(this.pod, c.name, c.spec, c.containerID)
@@ -539,7 +571,7 @@ export class PodRuntime {
   /** Where the container's handlers (probes, hooks) run: its env and cwd, inside its namespaces when it has some. */
   private handlerContext(c: ContainerState, proc: ContainerProcess): HandlerContext {
     const enter = proc.enterArgv(proc.cwd)
-    return {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? [], ...(enter.length > 0 ? {enter} : {})}
+    return {env: proc.env, cwd: proc.cwd, host: this.net.handlerHost, ports: c.spec.ports ?? [], ...(enter.length > 0 ? {enter} : {})}
   }
 
   /** The pod's shared PID namespace, started with its first container (the kubelet's pause container). */
@@ -570,7 +602,7 @@ export class PodRuntime {
     if (this.deps.sandboxMode !== 'namespaces') return
     const files = this.podFiles()
     mkdirSync(dirname(files.hosts), {recursive: true, mode: 0o700})
-    writeFileSync(files.hosts, hostsFile(this.pod, [this.deps.node.nodeIP]), {mode: 0o644})
+    writeFileSync(files.hosts, hostsFile(this.pod, [this.net.attachment?.ip ?? this.deps.node.nodeIP]), {mode: 0o644})
     writeFileSync(files.resolvConf, resolvConf(this.pod, this.deps.dns), {mode: 0o644})
     writeFileSync(files.hostname, `${containerHostname(this.pod)}\n`, {mode: 0o644})
   }
@@ -799,6 +831,7 @@ export class PodRuntime {
       stopPidNamespaceHolder(this.pidHolder)
       this.pidHolder = undefined
       await this.unmountVolumes()
+      await this.net.release().catch(() => undefined)
       this.writeRecord()
       this.publish()
     })()
@@ -855,6 +888,7 @@ export class PodRuntime {
     if (this.ephemerals.length > 0) status.ephemeralContainerStatuses = this.ephemerals.map((c) => c.status('ContainerCreating'))
     this.cgroup.reportResources(this.pod, status, (name) => this.containers.find((c) => c.name === name)?.running ?? false)
     if (this.outcome) Object.assign(status, this.outcome)
+    Object.assign(status, this.net.statusFields())
     return status
   }
 

@@ -27,6 +27,9 @@ import type {VolumeRefreshOptions} from './volume-refresh.js'
 import type {CgroupSupport} from './cgroups/detect.js'
 import {NodeCgroups} from './cgroups/node-cgroups.js'
 import {cgroupUsage} from './cgroups/usage.js'
+import type {PodNetwork} from './network/pod-network.js'
+import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
+import type {ContainerState} from './container-state.js'
 
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
@@ -49,6 +52,8 @@ export interface ProcessProviderOptions {
   cgroups?: CgroupSupport
   /** The kubelet's podPidsLimit (pids.max of each pod cgroup); -1 or unset: none. */
   podPidsLimit?: number
+  /** The node's pod network (network/): a namespace and address per non-hostNetwork pod. */
+  network?: PodNetwork
   /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
   sandbox?: SandboxMode
   /** The cluster DNS pods' resolv.conf names (sandbox mode). */
@@ -142,6 +147,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
         continue
       }
       const rt = this.newRuntime(record.pod)
+      await rt.net.adopt()
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs, this.cgroups)),
         record.links ?? [],
@@ -183,6 +189,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cgroups: this.cgroups,
       limitsNotEnforced: this.opts.cgroups?.mode === 'none' ? this.opts.cgroups.reason : undefined,
       allocatable: {cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes},
+      // A pod network needs the sandbox: its containers are spawned inside the pod's namespace.
+      network: pod.spec?.hostNetwork || this.sandboxMode !== 'namespaces' ? undefined : this.opts.network,
+      checkHostPorts: (p, c) => this.checkHostPorts(p, c),
       sandboxMode: this.sandboxMode,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
@@ -315,6 +324,21 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
     await this.cgroups?.close()
+    await this.opts.network?.close()
+  }
+
+  /**
+   * On the host network: a Warning for each declared TCP containerPort that
+   * something on the host already listens on, naming the pod holding it.
+   */
+  private async checkHostPorts(pod: V1Pod, c: ContainerState): Promise<void> {
+    const ports = (c.spec.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.containerPort)
+    for (const taken of await takenPorts(ports)) {
+      const pgid = taken.pid ? await processGroupOf(taken.pid) : undefined
+      const holder = [...this.pods.values()].find((rt) => rt.containers.some((x) => x.proc && x.proc.exit === undefined && x.proc.pgid === pgid))
+      const who = holder ? `pod ${holder.key}` : taken.pid ? `process ${taken.pid}${taken.comm ? ` (${taken.comm})` : ''}` : 'another process'
+      void this.ctx.recorder.record(c.ref(pod), 'Warning', 'PortInUse', portConflictMessage(taken.port, who))
+    }
   }
 
   private find(pod: V1Pod): PodRuntime | undefined {

@@ -108,8 +108,10 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>)
   const port = Number(pair.data.header('port'))
   const {data, error} = pair
   const errors: string[] = []
+  // A pod with a network namespace of its own is reached at its own address (from the host, over its bridge).
+  const podIP = ownPodIP(target)
   const attempt = (family: 4 | 6) => {
-    const host = family === 4 ? '127.0.0.1' : '::1'
+    const host = podIP ?? (family === 4 ? '127.0.0.1' : '::1')
     const tcp = connect({host, port, allowHalfOpen: true, timeout: DefaultDialTimeoutMs})
     forwards.add(tcp)
     let connected = false
@@ -119,8 +121,8 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>)
     tcp.once('error', (e: NodeJS.ErrnoException) => {
       if (connected) return
       forwards.delete(tcp)
-      errors.push(`${family === 4 ? 'IPv4: dial tcp4 127.0.0.1' : 'IPv6 dial tcp6 [::1]'}:${port}: ${dialReason(e)}`)
-      if (family === 4 && !data.destroyed) return attempt(6)
+      errors.push(`${family === 4 ? `IPv4: dial tcp4 ${podIP ?? '127.0.0.1'}` : 'IPv6 dial tcp6 [::1]'}:${port}: ${dialReason(e)}`)
+      if (family === 4 && !podIP && !data.destroyed) return attempt(6)
       const message = `error forwarding port ${port} to pod ${target.namespace}/${target.name}, uid ${target.pod.metadata?.uid ?? ''}: failed to connect to localhost:${port}, ${errors.join(' ')}`
       fail(pair, message)
     })
@@ -132,6 +134,13 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>)
     })
   }
   if (!data.destroyed) attempt(4)
+}
+
+/** The pod's own IPv4 address when it is not on the host network; undefined otherwise. */
+function ownPodIP(target: PodTarget): string | undefined {
+  const status = target.pod.status
+  const ip = status?.podIP
+  return ip && !target.pod.spec?.hostNetwork && ip !== status?.hostIP ? ip : undefined
 }
 
 function dialReason(e: NodeJS.ErrnoException): string {

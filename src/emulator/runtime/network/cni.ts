@@ -1,0 +1,109 @@
+import {execa} from 'execa'
+
+/**
+ * Runs CNI plugins as the CNI spec has a runtime do it: one plugin binary
+ * per call, the network config on stdin, the command and container in the
+ * environment, the result (or error) as JSON on stdout. A conflist's
+ * plugins run in order on ADD, each given the previous result, and in
+ * reverse on DEL (libcni's chaining, which is all vnode needs of libcni).
+ */
+
+export const CniVersion = '1.0.0'
+/** Where Debian's containernetworking-plugins installs the plugins. */
+export const DefaultCniPath = '/usr/lib/cni'
+export const DefaultCniTimeoutMs = 20_000
+
+export interface CniInvocation {
+  containerId: string
+  netns: string
+  ifName: string
+  /** CNI_ARGS pairs, e.g. K8S_POD_NAMESPACE. */
+  args?: Record<string, string>
+}
+
+export interface CniResult {
+  cniVersion: string
+  interfaces?: Array<{name: string; mac?: string; sandbox?: string}>
+  ips?: Array<{address: string; gateway?: string; interface?: number}>
+  routes?: Array<{dst: string; gw?: string}>
+  [k: string]: unknown
+}
+
+export interface CniConfList {
+  cniVersion: string
+  name: string
+  plugins: Array<Record<string, unknown> & {type: string}>
+}
+
+export class CniError extends Error {
+  constructor(
+    readonly plugin: string,
+    readonly command: string,
+    message: string,
+  ) {
+    super(`CNI ${plugin} ${command}: ${message}`)
+  }
+}
+
+function cniArgs(args: Record<string, string> | undefined): string {
+  return ['IgnoreUnknown=1', ...Object.entries(args ?? {}).map(([k, v]) => `${k}=${v}`)].join(';')
+}
+
+async function runPlugin(
+  cniPath: string,
+  command: 'ADD' | 'DEL' | 'CHECK',
+  conf: Record<string, unknown> & {type: string},
+  inv: CniInvocation,
+): Promise<CniResult | undefined> {
+  const r = await execa(`${cniPath}/${conf.type}`, [], {
+    input: JSON.stringify(conf),
+    env: {
+      CNI_COMMAND: command, CNI_CONTAINERID: inv.containerId, CNI_NETNS: inv.netns,
+      CNI_IFNAME: inv.ifName, CNI_PATH: cniPath, CNI_ARGS: cniArgs(inv.args), PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+    },
+    extendEnv: false,
+    reject: false,
+    timeout: DefaultCniTimeoutMs,
+  })
+  const out = String(r.stdout).trim()
+  if (r.exitCode !== 0) {
+    let msg = String(r.stderr).trim() || out || `exit ${r.exitCode}`
+    try {
+      const e = JSON.parse(out) as {msg?: string; details?: string}
+      msg = [e.msg, e.details].filter(Boolean).join(': ') || msg
+    } catch {
+      /* not JSON: keep the text */
+    }
+    throw new CniError(conf.type, command, msg)
+  }
+  return out ? (JSON.parse(out) as CniResult) : undefined
+}
+
+function pluginConf(list: CniConfList, plugin: CniConfList['plugins'][number], prevResult?: CniResult) {
+  return {cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prevResult ? {prevResult} : {})}
+}
+
+/** ADD through every plugin of the list; the last plugin's result. */
+export async function cniAdd(list: CniConfList, inv: CniInvocation, cniPath = DefaultCniPath): Promise<CniResult> {
+  let result: CniResult | undefined
+  for (const p of list.plugins) result = (await runPlugin(cniPath, 'ADD', pluginConf(list, p, result), inv)) ?? result
+  if (!result) throw new CniError(list.name, 'ADD', 'no result')
+  return result
+}
+
+/**
+ * DEL through every plugin, last first. Every plugin is called even when
+ * one fails (a half-made attachment must still give its lease back); the
+ * first error is thrown at the end.
+ */
+export async function cniDel(list: CniConfList, inv: CniInvocation, prevResult?: CniResult, cniPath = DefaultCniPath): Promise<void> {
+  let first: unknown
+  for (const p of [...list.plugins].reverse()) {
+    try {
+      await runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv)
+    } catch (error) {
+      first ??= error
+    }
+  }
+  if (first) throw first
+}

@@ -1,0 +1,45 @@
+import type {CoreV1Api, KubeConfig} from '@kubernetes/client-node'
+import {routeDevice, ServiceRouteInterface} from '../../../cluster/services/service-route.js'
+import {detectPodNetwork, type PodNetworkRequest} from './detect.js'
+import type {PodNetwork} from './pod-network.js'
+import {createPodNetwork} from './setup.js'
+
+export interface NodeNetworkContext {
+  nodeName: string
+  stateDir: string
+  core: CoreV1Api
+  kc?: KubeConfig
+}
+
+/**
+ * The node's pod network as --pod-network asks for it: undefined (with one
+ * line saying why) where the host does not allow one and auto was asked.
+ */
+export async function podNetworkFor(
+  ctx: NodeNetworkContext,
+  requested: PodNetworkRequest,
+  sandboxed: boolean,
+  log: (line: string) => void,
+): Promise<PodNetwork | undefined> {
+  const d = await detectPodNetwork(requested, sandboxed)
+  if (!d.enabled) {
+    if (requested === 'auto') log(`pod network: off, pods use the host network: ${d.reason}`)
+    return undefined
+  }
+  const net = await createPodNetwork(ctx)
+  log(`pod network: bridge ${net.config.bridge}, pod CIDR ${net.config.podCidr}`)
+  return net
+}
+
+/**
+ * The cluster DNS address for pods' resolv.conf: the kube-dns Service's
+ * ClusterIP, used only when this host routes it to a local device (kube-proxy
+ * and the service route are there), so no lookup leaves the machine.
+ */
+export async function clusterDnsFor(core: CoreV1Api): Promise<string[]> {
+  const svc = await core.readNamespacedService({name: 'kube-dns', namespace: 'kube-system'}).catch(() => undefined)
+  const ip = svc?.spec?.clusterIP
+  if (!ip || ip === 'None') return []
+  const dev = await routeDevice(ip)
+  return dev === ServiceRouteInterface ? [ip] : []
+}

@@ -1,0 +1,128 @@
+import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {Resolver} from 'node:dns/promises'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {isAlive} from '../../src/cluster/process.js'
+import {freePort} from '../../src/cluster/ports.js'
+import {ServiceRouteInterface} from '../../src/cluster/services/service-route.js'
+import {E2eEnv} from './env.mjs'
+import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+import {assertLocalRoute, httpGet, isRoot, links, natRules} from './network-helpers.js'
+
+const NODE = process.execPath
+const ClusterDnsIp = '10.0.0.10'
+
+/** A container that serves its name over HTTP on port and burns a little CPU, so metrics-server has a rate to report. */
+function server(name: string, port: number) {
+  const script = `require('http').createServer((q, s) => s.end('${name}')).listen(${port}); setInterval(() => { let x = 0; for (let i = 0; i < 2e5; i++) x += i }, 100)`
+  return {name: 'main', image: 'node', command: [NODE, '-e', script], ports: [{containerPort: port}]}
+}
+
+/**
+ * `kubectl vnode cluster up` with its services, on a cluster of this file's
+ * own: the aggregation layer and metrics-server behind `kubectl top`,
+ * kube-proxy routing ClusterIPs on this host, CoreDNS answering for them,
+ * and the service range routed to a local device so nothing leaves.
+ */
+describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service route', () => {
+  let c: Clients
+  let dir: string
+  let upStderr = ''
+  let savedKubeconfig: string | undefined
+  const node = uniqueName('svc-node')
+  const ns = uniqueName('svc')
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vnode-services-'))
+    const up = await vnode(['cluster', 'up', '--dir', join(dir, 'cluster'), '--port', '0'], {timeout: 150_000})
+    upStderr = up.stderr
+    expect(up.exitCode).toBe(0)
+    savedKubeconfig = process.env[E2eEnv.kubeconfig]
+    process.env[E2eEnv.kubeconfig] = join(dir, 'cluster', 'kubeconfig')
+    c = await clients()
+    const p = startVnode(node)
+    await p.ready()
+    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
+  }, 200_000)
+
+  afterAll(async () => {
+    await stopAllVnodes()
+    await vnode(['cluster', 'down', '--dir', join(dir, 'cluster')], {timeout: 60_000})
+    process.env[E2eEnv.kubeconfig] = savedKubeconfig
+    rmSync(dir, {recursive: true, force: true})
+  })
+
+  test('the Metrics API is served: kubectl top node and kubectl top pod list the node and every running pod', async () => {
+    const pods = ['top-a', 'top-b']
+    for (const name of pods) {
+      const port = await freePort()
+      await c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, containers: [server(name, port)]}}})
+    }
+    const api = await kubectl(['get', 'apiservice', 'v1beta1.metrics.k8s.io', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status}'])
+    expect(api.stdout).toBe('True')
+    const top = await waitFor(async () => {
+      const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
+      const names = r.stdout.split('\n').map((l) => l.split(/\s+/)[0])
+      return r.exitCode === 0 && pods.every((p) => names.includes(p)) ? r.stdout : undefined
+    }, 'kubectl top pod to list both pods', 120_000, 2000)
+    for (const line of top.trim().split('\n')) expect(line).toMatch(/^top-[ab]\s+\d+m\s+\d+Mi\s*$/)
+    const nodeTop = await kubectl(['top', 'node', node, '--no-headers'])
+    expect(nodeTop.exitCode).toBe(0)
+    expect(nodeTop.stdout).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
+  }, 180_000)
+
+  test('the service range is routed to a local device, so an untranslated ClusterIP fails here', async () => {
+    if (!isRoot()) {
+      expect(upStderr).toContain('kube-proxy skipped: it needs root')
+      return
+    }
+    // An address of the range no Service holds: no rule translates it.
+    const unused = '10.0.0.254'
+    await assertLocalRoute(unused, [ServiceRouteInterface])
+    const r = await httpGet(unused, 80, '/', 8000)
+    expect(r.status).toBeUndefined()
+    expect(['EHOSTUNREACH', 'ETIMEDOUT', 'ECONNREFUSED']).toContain(r.error)
+  }, 30_000)
+
+  test('kube-proxy routes a Service ClusterIP to its pod, and CoreDNS resolves the Service name', async () => {
+    if (!isRoot()) return
+    const port = await freePort()
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {metadata: {name: 'web', labels: {app: 'web'}}, spec: {nodeName: node, hostNetwork: true, containers: [server('hello-from-web', port)]}},
+    })
+    const svc = await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: port}]}}})
+    const clusterIp = svc.spec!.clusterIP!
+    await waitFor(async () => (await c.core.readNamespacedPod({name: 'web', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'web ready', 30_000)
+    await assertLocalRoute(clusterIp, [ServiceRouteInterface])
+    const res = await waitFor(async () => {
+      const r = await httpGet(clusterIp, 80)
+      return r.body === 'hello-from-web' ? r : undefined
+    }, `GET http://${clusterIp}/ through kube-proxy`, 60_000, 500)
+    expect(res.status).toBe(200)
+    expect(await natRules()).toContain(`${ns}/web`)
+
+    await assertLocalRoute(ClusterDnsIp, [ServiceRouteInterface])
+    const resolver = new Resolver({timeout: 2000, tries: 2})
+    resolver.setServers([ClusterDnsIp])
+    const addrs = await waitFor(() => resolver.resolve4(`web.${ns}.svc.cluster.local`), 'the Service name in cluster DNS', 30_000, 500)
+    expect(addrs).toEqual([clusterIp])
+    const byName = await httpGet(addrs[0], 80)
+    expect(byName.body).toBe('hello-from-web')
+  }, 120_000)
+
+  test('cluster down stops every service and removes its rules and the service route', async () => {
+    const state = JSON.parse(readFileSync(join(dir, 'cluster', 'state.json'), 'utf8')) as {services?: {pids: Record<string, number>}}
+    const pids = Object.values(state.services?.pids ?? {})
+    expect(pids.length).toBe(isRoot() ? 3 : 2)
+    await stopAllVnodes()
+    const down = await vnode(['cluster', 'down', '--dir', join(dir, 'cluster')], {timeout: 60_000})
+    expect(down.exitCode).toBe(0)
+    for (const pid of pids) expect(isAlive(pid)).toBe(false)
+    expect(await links()).not.toContain(ServiceRouteInterface)
+    expect(await natRules()).not.toContain(`${ns}/web`)
+    expect(await natRules()).not.toContain('kube-system/kube-dns')
+  }, 90_000)
+})

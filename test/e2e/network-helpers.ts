@@ -1,0 +1,47 @@
+import {execa} from 'execa'
+import {request} from 'node:http'
+import {routeDevice} from '../../src/cluster/services/service-route.js'
+
+/**
+ * Never dial an address whose route leaves this machine: a ClusterIP or pod
+ * address is dialled only when `ip route get` names one of the local devices
+ * the code under test made (the service route, a node's pod bridge).
+ */
+export async function assertLocalRoute(addr: string, devices: string[]): Promise<string> {
+  const dev = await routeDevice(addr)
+  if (!dev || !devices.includes(dev)) throw new Error(`refusing to dial ${addr}: ip route get names ${dev ?? 'no device'}, not one of ${devices.join(', ')}`)
+  return dev
+}
+
+/** GET http://addr:port/path with a short timeout; the body, or the error's code. */
+export function httpGet(addr: string, port: number, path = '/', timeoutMs = 3000): Promise<{status?: number; body?: string; error?: string}> {
+  return new Promise((resolve) => {
+    // A new connection each time (no keep-alive agent): each one is balanced across a Service's endpoints on its own.
+    const req = request({host: addr, port, path, timeout: timeoutMs, agent: false}, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (c) => (body += c))
+      res.on('end', () => resolve({status: res.statusCode, body}))
+    })
+    req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), {code: 'ETIMEDOUT'})))
+    req.on('error', (e: NodeJS.ErrnoException) => resolve({error: e.code ?? e.message}))
+    req.end()
+  })
+}
+
+export const isRoot = () => process.getuid?.() === 0
+
+/** `iptables-save -t nat`, or '' where iptables is missing. */
+export async function natRules(): Promise<string> {
+  const r = await execa('iptables-save', ['-t', 'nat'], {reject: false})
+  return r.exitCode === 0 ? String(r.stdout) : ''
+}
+
+/** The interface names on this host. */
+export async function links(): Promise<string[]> {
+  const r = await execa('ip', ['-o', 'link', 'show'], {reject: false})
+  return String(r.stdout)
+    .split('\n')
+    .map((l) => /^\d+:\s+([^:@]+)/.exec(l)?.[1])
+    .filter((n): n is string => Boolean(n))
+}
