@@ -62,6 +62,21 @@ function defaultStatus(c: V1Container, waitingReason: string): V1ContainerStatus
   return {name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: 0, started: false, state: {waiting: {reason: waitingReason}}}
 }
 
+/**
+ * What the kubelet adds to the status of a container the runtime knows
+ * (convertContainerStatus): its volume mounts from the spec, read-only ones
+ * with recursiveReadOnly Disabled; its resources and allocatedResources (the
+ * allocated requests), without which the API server refuses in-place resize.
+ */
+function runtimeFields(c: V1Container): Pick<V1ContainerStatus, 'volumeMounts' | 'resources' | 'allocatedResources'> {
+  const out: Pick<V1ContainerStatus, 'volumeMounts' | 'resources' | 'allocatedResources'> = {resources: structuredClone(c.resources ?? {})}
+  if (c.resources?.requests) out.allocatedResources = structuredClone(c.resources.requests)
+  if (c.volumeMounts?.length) {
+    out.volumeMounts = c.volumeMounts.map((m) => ({name: m.name, mountPath: m.mountPath, ...(m.readOnly ? {readOnly: true, recursiveReadOnly: 'Disabled'} : {})}))
+  }
+  return out
+}
+
 /** convertToAPIContainerStatuses: the provider's report, else the old status carried forward, else waiting. */
 function convertStatuses(
   specs: V1Container[],
@@ -82,6 +97,7 @@ function convertStatuses(
         ready: r.ready ?? false,
         started: r.started ?? running,
         state: r.state && Object.keys(r.state).length ? r.state : {waiting: {reason: waitingReason}},
+        ...(r.containerID ? runtimeFields(c) : {}),
       }
     }
     const p = previous?.find((s) => s.name === c.name)
@@ -287,6 +303,20 @@ function withTransitionTimes(conditions: V1PodCondition[], previous: V1PodCondit
   })
 }
 
+/**
+ * PodObservedGenerationTracking (on by default since 1.34): every condition the
+ * kubelet writes carries the generation of the spec it was computed from.
+ */
+function withObservedGeneration(conditions: V1PodCondition[], generation: number | undefined): V1PodCondition[] {
+  return generation === undefined ? conditions : conditions.map((c) => ({...c, observedGeneration: generation}))
+}
+
+/** The status's observedGeneration: the pod's generation, never going back (status manager). */
+function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus, 'observedGeneration'> {
+  const g = Math.max(pod.metadata?.generation ?? 0, previous.observedGeneration ?? 0)
+  return g > 0 ? {observedGeneration: g} : {}
+}
+
 /** The pod status the kubelet would write now. */
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
@@ -344,7 +374,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   }
 
   const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
-  const conditions = withTransitionTimes(
+  const conditions = withObservedGeneration(withTransitionTimes(
     [
       condition('PodReadyToStartContainers', input.sandboxReady && !input.podIsTerminal),
       initializedCondition(pod, phase, initStatuses, statuses),
@@ -355,9 +385,10 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     ],
     previous.conditions,
     now,
-  )
+  ), pod.metadata?.generation)
 
   const status: V1PodStatus = {
+    ...observedGeneration(pod, previous),
     phase,
     conditions,
     hostIP: nodeIP,
