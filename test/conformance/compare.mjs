@@ -4,7 +4,7 @@ export const DefaultTimingToleranceMs = 8_000
 export const DefaultStartToleranceMs = 5_000
 export const DefaultGoneToleranceMs = 5_000
 /** Seconds after creation at which both nodes' pods are compared. */
-export const DefaultSampleSeconds = [3, 6, 10, 15, 20, 30, 40, 50, 60]
+export const DefaultSampleSeconds = [3, 6, 10, 15, 20, 30, 40, 50]
 
 const Uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g
 const Hex64 = /\b[0-9a-f]{64}\b/g

@@ -121,9 +121,15 @@ describe('pod status building', () => {
     ])
     expect(build(p, {previous: {...s, observedGeneration: 5}}).observedGeneration).toBe(5)
     expect(build(pod()).observedGeneration).toBeUndefined()
+    // A graceful delete bumps the generation, and the status follows it, as the kubelet's does.
+    const deleting = pod()
+    deleting.metadata = {...deleting.metadata, generation: 4, deletionTimestamp: t1}
+    const d = build(deleting, {previous: s})
+    expect(d.observedGeneration).toBe(4)
+    expect(d.conditions!.every((c) => c.observedGeneration === 4)).toBe(true)
   })
 
-  test('a container the runtime knows reports its volume mounts, resources and allocated requests; one never created does not', () => {
+  test('every container reports its volume mounts; one the runtime knows also its resources and allocated requests', () => {
     const resources = {requests: {cpu: '50m', memory: '16Mi'}, limits: {memory: '32Mi'}}
     const volumeMounts = [{name: 'data', mountPath: '/data'}, {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true}]
     const p = pod({containers: [{name: 'app', image: 'img', resources, volumeMounts}, {name: 'plain', image: 'img'}, {name: 'waiting', image: 'img', volumeMounts}]})
@@ -138,8 +144,12 @@ describe('pod status building', () => {
     expect(plain).not.toHaveProperty('allocatedResources')
     expect(plain).not.toHaveProperty('volumeMounts')
     const w = s.containerStatuses!.find((c) => c.name === 'waiting')!
-    expect(w).not.toHaveProperty('volumeMounts')
+    expect(w.volumeMounts).toEqual(app.volumeMounts)
     expect(w).not.toHaveProperty('resources')
+    // Nothing reported yet: the default waiting status carries the mounts too.
+    const fresh = build(p).containerStatuses!.find((c) => c.name === 'app')!
+    expect(fresh.volumeMounts).toEqual(app.volumeMounts)
+    expect(fresh).not.toHaveProperty('resources')
   })
 
   test('readiness gates: Ready waits for the gate condition', () => {

@@ -63,17 +63,23 @@ function defaultStatus(c: V1Container, waitingReason: string): V1ContainerStatus
 }
 
 /**
- * What the kubelet adds to the status of a container the runtime knows
- * (convertContainerStatus): its volume mounts from the spec, read-only ones
- * with recursiveReadOnly Disabled; its resources and allocatedResources (the
- * allocated requests), without which the API server refuses in-place resize.
+ * The volume mounts the kubelet reports for every container, run or not
+ * (convertToAPIContainerStatuses): from the spec, read-only ones with
+ * recursiveReadOnly Disabled.
  */
-function runtimeFields(c: V1Container): Pick<V1ContainerStatus, 'volumeMounts' | 'resources' | 'allocatedResources'> {
-  const out: Pick<V1ContainerStatus, 'volumeMounts' | 'resources' | 'allocatedResources'> = {resources: structuredClone(c.resources ?? {})}
+function volumeMountStatuses(c: V1Container): Pick<V1ContainerStatus, 'volumeMounts'> {
+  if (!c.volumeMounts?.length) return {}
+  return {volumeMounts: c.volumeMounts.map((m) => ({name: m.name, mountPath: m.mountPath, ...(m.readOnly ? {readOnly: true, recursiveReadOnly: 'Disabled'} : {})}))}
+}
+
+/**
+ * What the kubelet adds for a container the runtime knows: its resources and
+ * allocatedResources (the allocated requests), without which the API server
+ * refuses in-place resize.
+ */
+function runtimeResources(c: V1Container): Pick<V1ContainerStatus, 'resources' | 'allocatedResources'> {
+  const out: Pick<V1ContainerStatus, 'resources' | 'allocatedResources'> = {resources: structuredClone(c.resources ?? {})}
   if (c.resources?.requests) out.allocatedResources = structuredClone(c.resources.requests)
-  if (c.volumeMounts?.length) {
-    out.volumeMounts = c.volumeMounts.map((m) => ({name: m.name, mountPath: m.mountPath, ...(m.readOnly ? {readOnly: true, recursiveReadOnly: 'Disabled'} : {})}))
-  }
   return out
 }
 
@@ -97,12 +103,13 @@ function convertStatuses(
         ready: r.ready ?? false,
         started: r.started ?? running,
         state: r.state && Object.keys(r.state).length ? r.state : {waiting: {reason: waitingReason}},
-        ...(r.containerID ? runtimeFields(c) : {}),
+        ...volumeMountStatuses(c),
+        ...(r.containerID ? runtimeResources(c) : {}),
       }
     }
     const p = previous?.find((s) => s.name === c.name)
     if (p?.state?.terminated) return structuredClone(p)
-    const s = defaultStatus(c, waitingReason)
+    const s = {...defaultStatus(c, waitingReason), ...volumeMountStatuses(c)}
     if (p) {
       s.restartCount = p.restartCount ?? 0
       if (p.lastState && Object.keys(p.lastState).length) s.lastState = structuredClone(p.lastState)
@@ -311,7 +318,7 @@ function withObservedGeneration(conditions: V1PodCondition[], generation: number
   return generation === undefined ? conditions : conditions.map((c) => ({...c, observedGeneration: generation}))
 }
 
-/** The status's observedGeneration: the pod's generation, never going back (status manager). */
+/** The status's observedGeneration, never going back (status manager). */
 function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus, 'observedGeneration'> {
   const g = Math.max(pod.metadata?.generation ?? 0, previous.observedGeneration ?? 0)
   return g > 0 ? {observedGeneration: g} : {}
