@@ -167,7 +167,8 @@ export function compareTimes(ref, vn, opts) {
 }
 
 export function globMatch(pattern, text) {
-  const re = new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`)
+  // `*` matches anything, line breaks too (probe output keeps its newline).
+  const re = new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`)
   return re.test(text)
 }
 
