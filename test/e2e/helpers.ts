@@ -129,7 +129,10 @@ const running = new Set<VnodeProcess>()
 export function startVnode(name: string, args: string[] = []): VnodeProcess {
   const stateDir = join(runDir(), 'nodes', name)
   mkdirSync(stateDir, {recursive: true})
-  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...args], {
+  // Files written for the plain mode assert its semantics (a process group, 143 for an unhandled SIGTERM,
+  // $VNODE_VOLUME_ROOT); sandbox.test.ts asserts the sandbox's, and a test asks for it with --sandbox.
+  const mode = args.includes('--sandbox') ? [] : ['--sandbox', 'none']
+  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...mode, ...args], {
     env: testEnv(),
     reject: false,
     buffer: false,

@@ -121,6 +121,23 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     expect(read('service')).toBe(`${server.hostname}:${server.port}`)
   })
 
+  test("the environment is the container's own: nothing of vnode's, no PWD from the sandbox", async () => {
+    await f.create({metadata: {name: 'env'}, spec: {restartPolicy: 'Never', containers: [{name: 'env', image: 'env', command: ['/usr/bin/env'], env: [{name: 'PLAIN', value: 'x'}]}]}})
+    await f.waitRow('env', (r) => r.status === 'Completed', 'Completed')
+    const names = (await f.logs('env')).stdout.split('\n').map((l) => l.split('=')[0]).filter(Boolean)
+    expect(names.filter((n) => !/^(PATH|HOME|HOSTNAME|VNODE_VOLUME_ROOT|PLAIN|KUBERNETES_[A-Z0-9_]+)$/.test(n))).toEqual([])
+  })
+
+  test('auto, the default, picks the sandbox on a host that allows it', async () => {
+    const name = uniqueName('sbxauto')
+    const n = startVnode(name, ['--sandbox', 'auto'])
+    await n.ready()
+    const r = await kubectl(['get', 'node', name, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])
+    expect(r.stdout).toBe('namespaces')
+    expect(await n.stop()).toBe(0)
+    await kubectl(['delete', 'node', name, '--wait=false'])
+  })
+
   test('PID 1 ignores SIGTERM it has no handler for: a liveness kill of a plain sleep is exit 137', async () => {
     await f.create({
       metadata: {name: 'pid1'},

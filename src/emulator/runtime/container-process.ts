@@ -161,14 +161,7 @@ export class ContainerProcess {
     } catch {
       throw new StartError(`failed to start container process: chdir to cwd ("${spec.cwd}") set in config.json failed: no such file or directory`)
     }
-    const pipes = outputPipes(spec.pipes)
-    await makePipes(pipes)
-    const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
-    // The child's ends are read-write: while it lives the pipes always have a reader.
-    const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
-    const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
-    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const startedAt = new Date()
+    const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     const spawn = () =>
       execa(file, args, {
         cwd: spec.cwd,
@@ -200,10 +193,7 @@ export class ContainerProcess {
       void child.then((r) => resolve((r.cause as NodeJS.ErrnoException | undefined) ?? new Error(r.shortMessage ?? 'spawn failed')))
     })
     if (spawned !== true || child.pid === undefined) {
-      log.close()
-      readers.stdout.destroy()
-      readers.stderr.destroy()
-      removePipes(pipes)
+      abandon()
       const e = spawned === true ? undefined : spawned
       throw new StartError(startErrorMessage(file, e))
     }
@@ -212,10 +202,7 @@ export class ContainerProcess {
     } catch (error) {
       signalGroup(child.pid, 'SIGKILL')
       await rawExit
-      log.close()
-      readers.stdout.destroy()
-      readers.stderr.destroy()
-      removePipes(pipes)
+      abandon()
       throw new StartError(`failed to start container process: ${(error as Error).message}`)
     }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
@@ -223,21 +210,12 @@ export class ContainerProcess {
 
   /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. */
   private static async startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
-    const pipes = outputPipes(spec.pipes)
-    await makePipes(pipes)
-    const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
-    const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
-    const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
-    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const startedAt = new Date()
+    const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
     try {
       started = await spawnSandboxed({argv: spec.argv, env: spec.env, cwd: spec.cwd, sandbox, stdin: spec.stdin ? 'pipe' : 'ignore', stdout: out, stderr: err, beforeExec: spec.beforeExec})
     } catch (error) {
-      log.close()
-      readers.stdout.destroy()
-      readers.stderr.destroy()
-      removePipes(pipes)
+      abandon()
       if (error instanceof SandboxStartError) throw new StartError(`failed to start container process: ${error.message}`)
       throw error
     } finally {
@@ -362,6 +340,27 @@ export class ContainerProcess {
     }
     return this.exited
   }
+}
+
+/**
+ * An instance's output before it starts: its pipes (the child's ends are
+ * read-write, so while it lives the pipes always have a reader), vnode's
+ * readers and the CRI log. `abandon` undoes it for a start that failed.
+ */
+async function openInstanceIO(spec: SpawnSpec) {
+  const pipes = outputPipes(spec.pipes)
+  await makePipes(pipes)
+  const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
+  const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
+  const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
+  const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+  const abandon = () => {
+    log.close()
+    readers.stdout.destroy()
+    readers.stderr.destroy()
+    removePipes(pipes)
+  }
+  return {pipes, readers, out, err, log, startedAt: new Date(), abandon}
 }
 
 async function makePipes(pipes: OutputPipes): Promise<void> {
