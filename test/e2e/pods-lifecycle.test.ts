@@ -131,6 +131,21 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
     expect(provider.calls.filter((x) => x.op === 'delete' && x.name === 'stubborn').map((x) => x.grace)).toEqual([30, 2])
   })
 
+  test('a graceful delete bumps the generation and the terminating pod\'s status says it at once, as the kubelet writes it', async () => {
+    await create(podSpec('gen-delete', {TEST_IGNORE_TERM: '1'}))
+    const before = await running('gen-delete')
+    const g1 = before.metadata!.generation!
+    expect(before.status?.observedGeneration).toBe(g1)
+    await c.core.deleteNamespacedPod({name: 'gen-delete', namespace: ns})
+    const terminating = await waitFor(async () => {
+      const p = await read('gen-delete')
+      return p.metadata!.generation! > g1 && p.status?.observedGeneration === p.metadata!.generation ? p : undefined
+    }, 'observedGeneration of the delete', 10_000, 100)
+    expect(terminating.status!.conditions!.every((x) => x.observedGeneration === terminating.metadata!.generation)).toBe(true)
+    await c.core.deleteNamespacedPod({name: 'gen-delete', namespace: ns, gracePeriodSeconds: 1})
+    await gone('gen-delete', 10_000)
+  })
+
   test('force delete: the object is gone at once and the provider still kills the processes', async () => {
     const created = await create(podSpec('forced', {TEST_IGNORE_TERM: '1'}))
     await running('forced')

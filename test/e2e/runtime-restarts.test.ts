@@ -105,6 +105,13 @@ describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBac
     // The next delay doubles: 2s (the cap here).
     const later = await h.waitContainer('crash', 'app', (c) => c.state?.waiting?.message?.startsWith('back-off 2s') === true, 'backoff 2s', 15_000)
     expect(later.restartCount).toBeGreaterThanOrEqual(2)
+    // As the kubelet: every start reports its image, so Pulled counts what Started counts.
+    const counts = await waitFor(async () => {
+      const events = await h.events('crash')
+      const n = (reason: string) => events.find((x) => x.reason === reason && x.involvedObject.fieldPath === 'spec.containers{app}')?.count ?? 0
+      return n('Started') >= 2 && n('Pulled') === n('Started') ? {pulled: n('Pulled'), started: n('Started')} : undefined
+    }, 'Pulled counted with every Started', 15_000, 200)
+    expect(counts.pulled).toBeGreaterThanOrEqual(2)
   })
 
   test('OnFailure does not restart a container that exited 0; Always does', async () => {

@@ -124,6 +124,47 @@ describe('pod status building', () => {
     expect(cond(s, 'Ready')).toMatchObject({status: 'False', reason: 'PodFailed'})
   })
 
+  test('observedGeneration: the pod generation on the status and on every condition, never going back', () => {
+    const p = pod()
+    p.metadata!.generation = 3
+    const s = build(p)
+    expect(s.observedGeneration).toBe(3)
+    expect(s.conditions!.map((c) => [c.type, c.observedGeneration])).toEqual([
+      ['PodReadyToStartContainers', 3], ['Initialized', 3], ['Ready', 3], ['ContainersReady', 3], ['PodScheduled', 3],
+    ])
+    expect(build(p, {previous: {...s, observedGeneration: 5}}).observedGeneration).toBe(5)
+    expect(build(pod()).observedGeneration).toBeUndefined()
+    // A graceful delete bumps the generation, and the status follows it, as the kubelet's does.
+    const deleting = pod()
+    deleting.metadata = {...deleting.metadata, generation: 4, deletionTimestamp: t1}
+    const d = build(deleting, {previous: s})
+    expect(d.observedGeneration).toBe(4)
+    expect(d.conditions!.every((c) => c.observedGeneration === 4)).toBe(true)
+  })
+
+  test('every container reports its volume mounts; one the runtime knows also its resources and allocated requests', () => {
+    const resources = {requests: {cpu: '50m', memory: '16Mi'}, limits: {memory: '32Mi'}}
+    const volumeMounts = [{name: 'data', mountPath: '/data'}, {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true}]
+    const p = pod({containers: [{name: 'app', image: 'img', resources, volumeMounts}, {name: 'plain', image: 'img'}, {name: 'waiting', image: 'img', volumeMounts}]})
+    const waiting: V1ContainerStatus = {name: 'waiting', image: 'img', imageID: '', ready: false, restartCount: 0, state: {waiting: {reason: 'CreateContainerConfigError'}}}
+    const s = build(p, {reported: {containerStatuses: [running('app'), running('plain'), waiting]}, sandboxReady: true})
+    const app = s.containerStatuses!.find((c) => c.name === 'app')!
+    expect(app.resources).toEqual(resources)
+    expect(app.allocatedResources).toEqual(resources.requests)
+    expect(app.volumeMounts).toEqual([{name: 'data', mountPath: '/data'}, {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true, recursiveReadOnly: 'Disabled'}])
+    const plain = s.containerStatuses!.find((c) => c.name === 'plain')!
+    expect(plain.resources).toEqual({})
+    expect(plain).not.toHaveProperty('allocatedResources')
+    expect(plain).not.toHaveProperty('volumeMounts')
+    const w = s.containerStatuses!.find((c) => c.name === 'waiting')!
+    expect(w.volumeMounts).toEqual(app.volumeMounts)
+    expect(w).not.toHaveProperty('resources')
+    // Nothing reported yet: the default waiting status carries the mounts too.
+    const fresh = build(p).containerStatuses!.find((c) => c.name === 'app')!
+    expect(fresh.volumeMounts).toEqual(app.volumeMounts)
+    expect(fresh).not.toHaveProperty('resources')
+  })
+
   test('readiness gates: Ready waits for the gate condition', () => {
     const p = pod({readinessGates: [{conditionType: 'example.com/gate'}]})
     const s = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})

@@ -25,6 +25,8 @@ export class EventRecorder {
   private readonly seen = new Map<string, {name: string; namespace: string; count: number}>()
   private readonly listeners = new Set<(e: RecordedEvent) => void>()
   private readonly inFlight = new Set<Promise<void>>()
+  /** The last write about each object: its events reach the API server in the order they happened, as the kubelet's queue writes them. */
+  private readonly tails = new Map<string, Promise<void>>()
 
   constructor(
     private readonly core: CoreV1Api,
@@ -40,9 +42,15 @@ export class EventRecorder {
 
   /** Fire and forget; the returned promise is for tests and shutdown. */
   record(object: V1ObjectReference, type: EventType, reason: string, message: string): Promise<void> {
-    const p = this.write(object, type, reason, message).catch(() => undefined)
+    const chain = object.uid ?? `${object.namespace}/${object.name}`
+    const before = this.tails.get(chain) ?? Promise.resolve()
+    const p = before.then(() => this.write(object, type, reason, message)).catch(() => undefined)
+    this.tails.set(chain, p)
     this.inFlight.add(p)
-    void p.finally(() => this.inFlight.delete(p))
+    void p.finally(() => {
+      this.inFlight.delete(p)
+      if (this.tails.get(chain) === p) this.tails.delete(chain)
+    })
     return p
   }
 
@@ -53,7 +61,8 @@ export class EventRecorder {
 
   private async write(object: V1ObjectReference, type: EventType, reason: string, message: string): Promise<void> {
     const now = new Date()
-    const key = `${object.uid ?? object.name}\u0000${type}\u0000${reason}\u0000${message}`
+    // The kubelet's correlator tells containers apart by fieldPath: eight containers' Pulled are eight events.
+    const key = `${object.uid ?? object.name}\u0000${object.fieldPath ?? ''}\u0000${type}\u0000${reason}\u0000${message}`
     const prev = this.seen.get(key)
     const count = (prev?.count ?? 0) + 1
     for (const l of this.listeners) l({type, reason, message, object, count, time: now})

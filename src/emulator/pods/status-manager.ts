@@ -115,7 +115,11 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     if (!uid || this.stopped) return
     const e = this.entries.get(uid)
     if (e) {
+      const generationMoved = (pod.metadata?.generation ?? 0) !== (e.pod.metadata?.generation ?? 0)
       e.pod = pod
+      // The status speaks for a generation (observedGeneration): a new one, a graceful delete's too, is written
+      // at once, as the kubelet's sync writes it.
+      if (generationMoved && !e.deleted && !e.gone) this.dirty(e)
     } else {
       const isStatic = isStaticPod(pod)
       this.entries.set(uid, {

@@ -65,6 +65,27 @@ function defaultStatus(c: V1Container, waitingReason: string): V1ContainerStatus
   return {name: c.name, image: c.image ?? '', imageID: '', ready: false, restartCount: 0, started: false, state: {waiting: {reason: waitingReason}}}
 }
 
+/**
+ * The volume mounts the kubelet reports for every container, run or not
+ * (convertToAPIContainerStatuses): from the spec, read-only ones with
+ * recursiveReadOnly Disabled.
+ */
+function volumeMountStatuses(c: V1Container): Pick<V1ContainerStatus, 'volumeMounts'> {
+  if (!c.volumeMounts?.length) return {}
+  return {volumeMounts: c.volumeMounts.map((m) => ({name: m.name, mountPath: m.mountPath, ...(m.readOnly ? {readOnly: true, recursiveReadOnly: 'Disabled'} : {})}))}
+}
+
+/**
+ * What the kubelet adds for a container the runtime knows: its resources and
+ * allocatedResources (the allocated requests), without which the API server
+ * refuses in-place resize.
+ */
+function runtimeResources(c: V1Container): Pick<V1ContainerStatus, 'resources' | 'allocatedResources'> {
+  const out: Pick<V1ContainerStatus, 'resources' | 'allocatedResources'> = {resources: structuredClone(c.resources ?? {})}
+  if (c.resources?.requests) out.allocatedResources = structuredClone(c.resources.requests)
+  return out
+}
+
 /** convertToAPIContainerStatuses: the provider's report, else the old status carried forward, else waiting. */
 function convertStatuses(
   specs: V1Container[],
@@ -85,11 +106,13 @@ function convertStatuses(
         ready: r.ready ?? false,
         started: r.started ?? running,
         state: r.state && Object.keys(r.state).length ? r.state : {waiting: {reason: waitingReason}},
+        ...volumeMountStatuses(c),
+        ...(r.containerID ? runtimeResources(c) : {}),
       }
     }
     const p = previous?.find((s) => s.name === c.name)
     if (p?.state?.terminated) return structuredClone(p)
-    const s = defaultStatus(c, waitingReason)
+    const s = {...defaultStatus(c, waitingReason), ...volumeMountStatuses(c)}
     if (p) {
       s.restartCount = p.restartCount ?? 0
       if (p.lastState && Object.keys(p.lastState).length) s.lastState = structuredClone(p.lastState)
@@ -295,6 +318,20 @@ function podIPs(own: string | undefined, nodeIP: string): Pick<V1PodStatus, 'pod
   return {podIP: ip, podIPs: [{ip}]}
 }
 
+/**
+ * PodObservedGenerationTracking (on by default since 1.34): every condition the
+ * kubelet writes carries the generation of the spec it was computed from.
+ */
+function withObservedGeneration(conditions: V1PodCondition[], generation: number | undefined): V1PodCondition[] {
+  return generation === undefined ? conditions : conditions.map((c) => ({...c, observedGeneration: generation}))
+}
+
+/** The status's observedGeneration, never going back (status manager). */
+function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus, 'observedGeneration'> {
+  const g = Math.max(pod.metadata?.generation ?? 0, previous.observedGeneration ?? 0)
+  return g > 0 ? {observedGeneration: g} : {}
+}
+
 /** The pod status the kubelet would write now. */
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
@@ -356,7 +393,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   }
 
   const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
-  const conditions = withTransitionTimes(
+  const conditions = withObservedGeneration(withTransitionTimes(
     [
       // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
       ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
@@ -369,9 +406,10 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     ],
     previous.conditions,
     now,
-  )
+  ), pod.metadata?.generation)
 
   const status: V1PodStatus = {
+    ...observedGeneration(pod, previous),
     phase,
     conditions,
     hostIP: nodeIP,

@@ -121,7 +121,7 @@ export class ContainerState {
 function terminatedState(t: Termination): NonNullable<V1ContainerState['terminated']> {
   return {
     exitCode: t.exitCode,
-    ...(t.signal ? {signal: t.signal} : {}),
+    // No CRI reports the signal: the kubelet leaves `signal` unset and says it in exitCode (128 + n).
     reason: t.reason,
     ...(t.message ? {message: t.message} : {}),
     ...(t.startedAt ? {startedAt: t.startedAt} : {}),

@@ -503,7 +503,8 @@ export class PodRuntime {
     c.waiting = undefined
     this.configRetry.reset()
     this.configRetryAt = 0
-    if (c.instances === 1) this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
+    // The kubelet reports the image on every start: Pulled, Created, Started, in that order.
+    this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     if (!this.net.enabled) await this.deps.checkHostPorts?.(pod, c)
     let proc: ContainerProcess

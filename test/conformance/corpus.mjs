@@ -1,0 +1,111 @@
+// The conformance corpus: pod specs run unchanged on the reference kubelet and
+// on vnode. Every container runs busybox by absolute path (/bin/busybox is the
+// image's busybox on the kubelet and the host's, the same Debian build, on
+// vnode), so both run the same program. `$$` is Kubernetes' escape for `$`.
+import {BusyboxImage} from './images.mjs'
+
+const bb = (...args) => ['/bin/busybox', ...args]
+const sh = (script) => bb('sh', '-c', script)
+const c = (name, command, extra = {}) => ({name, image: BusyboxImage, imagePullPolicy: 'Never', command, ...extra})
+const pod = (containers, extra = {}) => ({containers, terminationGracePeriodSeconds: 5, ...extra})
+const execProbe = (script, extra = {}) => ({exec: {command: sh(script)}, periodSeconds: 2, failureThreshold: 2, ...extra})
+
+/** ConfigMaps and Secrets the corpus refers to (present ones only; the missing ones stay missing). */
+export const Fixtures = {
+  configMaps: [{metadata: {name: 'present-cm'}, data: {greeting: 'hello', 'file.txt': 'from a configmap\n'}}],
+  secrets: [{metadata: {name: 'present-secret'}, stringData: {token: 's3cret'}}],
+}
+
+/**
+ * Each spec: name, spec (the PodSpec without nodeName), and when to delete it
+ * (`deleteAfter` seconds after creation; the rest are deleted when the window ends).
+ * `ports` hands out ports nobody listens on, for the probe servers: on vnode every
+ * pod shares the host network, so each server needs a port of its own.
+ */
+export function corpus(ports) {
+  const p = () => ports.shift()
+  const httpPort = p()
+  const tcpPort = p()
+  const specs = [
+    // Exit codes under each restartPolicy.
+    ['exit0-never', pod([c('c', sh('exit 0'))], {restartPolicy: 'Never'})],
+    ['exit1-never', pod([c('c', sh('exit 1'))], {restartPolicy: 'Never'})],
+    ['exit42-never', pod([c('c', sh('exit 42'))], {restartPolicy: 'Never'})],
+    ['exit0-onfailure', pod([c('c', sh('exit 0'))], {restartPolicy: 'OnFailure'})],
+    ['exit1-onfailure', pod([c('c', sh('exit 1'))], {restartPolicy: 'OnFailure'})],
+    ['exit0-always', pod([c('c', sh('exit 0'))], {restartPolicy: 'Always'})],
+    ['exit3-always', pod([c('c', sh('exit 3'))], {restartPolicy: 'Always'})],
+    ['running-always', pod([c('c', bb('sleep', '3600'))])],
+    ['selfkill-never', pod([c('c', sh('kill -9 $$$$'))], {restartPolicy: 'Never'})],
+    ['output-then-exit', pod([c('c', sh('echo out; sleep 1; exit 2'))], {restartPolicy: 'Never'})],
+    // Init and sidecar containers.
+    ['init-ok', pod([c('c', bb('sleep', '3600'))], {initContainers: [c('init', sh('exit 0'))]})],
+    ['init-two', pod([c('c', bb('sleep', '3600'))], {initContainers: [c('a', sh('sleep 1')), c('b', sh('exit 0'))]})],
+    ['init-fail-never', pod([c('c', bb('sleep', '3600'))], {restartPolicy: 'Never', initContainers: [c('init', sh('exit 7'))]})],
+    ['init-fail-always', pod([c('c', bb('sleep', '3600'))], {initContainers: [c('init', sh('exit 1'))]})],
+    ['sidecar-running', pod([c('c', bb('sleep', '3600'))], {initContainers: [c('side', bb('sleep', '3600'), {restartPolicy: 'Always'})]})],
+    ['sidecar-job', pod([c('c', sh('sleep 2; exit 0'))], {restartPolicy: 'Never', initContainers: [c('side', sh('trap "exit 0" TERM; while true; do sleep 1; done'), {restartPolicy: 'Always'})]})],
+    ['sidecar-startup-probe', pod([c('c', bb('sleep', '3600'))], {initContainers: [c('side', bb('sleep', '3600'), {restartPolicy: 'Always', startupProbe: execProbe('true', {periodSeconds: 1})})]})],
+    // ConfigMaps and Secrets: present, missing, optional, in env and volumes.
+    ['cm-env-present', pod([c('c', bb('sleep', '3600'), {env: [{name: 'G', valueFrom: {configMapKeyRef: {name: 'present-cm', key: 'greeting'}}}]})])],
+    ['cm-env-missing', pod([c('c', bb('sleep', '3600'), {env: [{name: 'G', valueFrom: {configMapKeyRef: {name: 'absent-cm', key: 'greeting'}}}]})])],
+    ['cm-env-missing-key', pod([c('c', bb('sleep', '3600'), {env: [{name: 'G', valueFrom: {configMapKeyRef: {name: 'present-cm', key: 'absent'}}}]})])],
+    ['cm-env-optional', pod([c('c', bb('sleep', '3600'), {env: [{name: 'G', valueFrom: {configMapKeyRef: {name: 'absent-cm', key: 'greeting', optional: true}}}]})])],
+    ['cm-envfrom-missing', pod([c('c', bb('sleep', '3600'), {envFrom: [{configMapRef: {name: 'absent-cm'}}]})])],
+    ['cm-envfrom-optional', pod([c('c', bb('sleep', '3600'), {envFrom: [{configMapRef: {name: 'absent-cm', optional: true}}]})])],
+    ['secret-env-missing', pod([c('c', bb('sleep', '3600'), {env: [{name: 'T', valueFrom: {secretKeyRef: {name: 'absent-secret', key: 'token'}}}]})])],
+    ['secret-env-optional', pod([c('c', bb('sleep', '3600'), {env: [{name: 'T', valueFrom: {secretKeyRef: {name: 'absent-secret', key: 'token', optional: true}}}]})])],
+    ['secret-env-present', pod([c('c', bb('sleep', '3600'), {env: [{name: 'T', valueFrom: {secretKeyRef: {name: 'present-secret', key: 'token'}}}]})])],
+    ['cm-volume-present', pod([c('c', sh('cat /cfg/file.txt; sleep 3600'), {volumeMounts: [{name: 'v', mountPath: '/cfg'}]})], {volumes: [{name: 'v', configMap: {name: 'present-cm'}}]})],
+    ['cm-volume-missing', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'v', mountPath: '/cfg'}]})], {volumes: [{name: 'v', configMap: {name: 'absent-cm'}}]})],
+    ['cm-volume-optional', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'v', mountPath: '/cfg'}]})], {volumes: [{name: 'v', configMap: {name: 'absent-cm', optional: true}}]})],
+    ['secret-volume-present', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'v', mountPath: '/sec'}]})], {volumes: [{name: 'v', secret: {secretName: 'present-secret'}}]})],
+    ['secret-volume-missing', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'v', mountPath: '/sec'}]})], {volumes: [{name: 'v', secret: {secretName: 'absent-secret'}}]})],
+    ['secret-volume-optional', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'v', mountPath: '/sec'}]})], {volumes: [{name: 'v', secret: {secretName: 'absent-secret', optional: true}}]})],
+    ['emptydir', pod([c('c', sh('echo x > /data/x; sleep 3600'), {volumeMounts: [{name: 'd', mountPath: '/data'}]})], {volumes: [{name: 'd', emptyDir: {}}]})],
+    // Probes, failing and passing.
+    ['liveness-exec-pass', pod([c('c', bb('sleep', '3600'), {livenessProbe: execProbe('true')})])],
+    ['liveness-exec-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: execProbe('exit 1')})])],
+    ['readiness-exec-pass', pod([c('c', bb('sleep', '3600'), {readinessProbe: execProbe('true')})])],
+    ['readiness-exec-fail', pod([c('c', bb('sleep', '3600'), {readinessProbe: execProbe('echo not ready; exit 1')})])],
+    ['startup-exec-pass', pod([c('c', bb('sleep', '3600'), {startupProbe: execProbe('true', {periodSeconds: 1})})])],
+    ['startup-exec-fail', pod([c('c', bb('sleep', '3600'), {startupProbe: execProbe('exit 1', {periodSeconds: 2, failureThreshold: 3})})])],
+    ['readiness-http-pass', pod([c('c', bb('httpd', '-f', '-p', String(httpPort), '-h', '/'), {readinessProbe: {httpGet: {path: '/', port: httpPort}, periodSeconds: 2}})])],
+    ['readiness-http-fail', pod([c('c', bb('sleep', '3600'), {readinessProbe: {httpGet: {path: '/', port: p()}, periodSeconds: 2, failureThreshold: 2}})])],
+    ['readiness-tcp-pass', pod([c('c', bb('nc', '-lk', '-p', String(tcpPort), '-e', '/bin/busybox', 'true'), {readinessProbe: {tcpSocket: {port: tcpPort}, periodSeconds: 2}})])],
+    ['liveness-tcp-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: {tcpSocket: {port: p()}, periodSeconds: 2, failureThreshold: 2}})])],
+    // Lifecycle hooks.
+    ['poststart-ok', pod([c('c', bb('sleep', '3600'), {lifecycle: {postStart: {exec: {command: bb('true')}}}})])],
+    ['poststart-fail', pod([c('c', bb('sleep', '3600'), {lifecycle: {postStart: {exec: {command: bb('false')}}}})])],
+    ['prestop-ok', pod([c('c', sh('trap "exit 0" TERM; while true; do sleep 1; done'), {lifecycle: {preStop: {exec: {command: bb('true')}}}})]), 15],
+    // Deletes of processes that trap or ignore SIGTERM.
+    ['delete-trap-term', pod([c('c', sh('trap "exit 0" TERM; while true; do sleep 1; done'))]), 15],
+    ['delete-ignore-term', pod([c('c', sh('trap "" TERM; while true; do sleep 1; done'))], {terminationGracePeriodSeconds: 3}), 15],
+    ['delete-plain-sleep', pod([c('c', bb('sleep', '3600'))], {terminationGracePeriodSeconds: 3}), 15],
+    ['delete-force', pod([c('c', sh('trap "exit 0" TERM; while true; do sleep 1; done'))]), 15, 0],
+    // activeDeadlineSeconds.
+    ['active-deadline', pod([c('c', bb('sleep', '3600'))], {activeDeadlineSeconds: 5, terminationGracePeriodSeconds: 2})],
+    // Termination messages.
+    ['termination-message-file', pod([c('c', sh('echo -n bye > /dev/termination-log; exit 1'))], {restartPolicy: 'Never'})],
+    ['termination-fallback-logs', pod([c('c', sh('echo last words; exit 1'), {terminationMessagePolicy: 'FallbackToLogsOnError'})], {restartPolicy: 'Never'})],
+    ['termination-fallback-ok', pod([c('c', sh('echo fine; exit 0'), {terminationMessagePolicy: 'FallbackToLogsOnError'})], {restartPolicy: 'Never'})],
+    // Downward API.
+    ['downward-env', pod([c('c', bb('sleep', '3600'), {env: [{name: 'N', valueFrom: {fieldRef: {fieldPath: 'metadata.name'}}}, {name: 'L', valueFrom: {resourceFieldRef: {resource: 'limits.memory'}}}]})])],
+    ['downward-volume', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'info', mountPath: '/info'}]})], {volumes: [{name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}]}}]})],
+    // Resource limits.
+    ['resources-guaranteed', pod([c('c', bb('sleep', '3600'), {resources: {requests: {cpu: '100m', memory: '32Mi'}, limits: {cpu: '100m', memory: '32Mi'}}})])],
+    ['resources-burstable', pod([c('c', bb('sleep', '3600'), {resources: {requests: {cpu: '50m', memory: '16Mi'}}})])],
+    // Many containers.
+    ['many-containers', pod(Array.from({length: 6}, (_, i) => c(`c${i}`, bb('sleep', '3600'))))],
+    ['mixed-containers', pod([c('ok', bb('sleep', '3600')), c('bad', sh('exit 1'))])],
+    // Images that cannot run.
+    ['missing-binary', pod([c('c', ['/no/such/program'])], {restartPolicy: 'Never'})],
+    ['not-executable', pod([c('c', ['/etc/passwd'])], {restartPolicy: 'Never'})],
+    ['image-never-absent', pod([{name: 'c', image: 'docker.io/library/absent:1.0', imagePullPolicy: 'Never', command: bb('sleep', '3600')}])],
+    // The image's own ENTRYPOINT/CMD, args, env expansion, working directory.
+    ['image-entrypoint-args', pod([{name: 'c', image: BusyboxImage, imagePullPolicy: 'Never', args: ['-c', 'echo $$HOME; exit 0']}], {restartPolicy: 'Never'})],
+    ['env-expansion', pod([c('c', sh('echo $(A)-$(B); exit 0'), {env: [{name: 'A', value: 'a'}, {name: 'B', value: '$(A)b'}]})], {restartPolicy: 'Never'})],
+    ['workingdir', pod([c('c', sh('pwd; exit 0'), {workingDir: '/tmp'})], {restartPolicy: 'Never'})],
+  ]
+  return specs.map(([name, spec, deleteAfter, gracePeriodSeconds]) => ({name, spec, deleteAfter, gracePeriodSeconds}))
+}
