@@ -1,9 +1,9 @@
 import {execa} from 'execa'
-import {closeSync, constants as fsConstants, openSync, rmSync} from 'node:fs'
+import {closeSync, constants as fsConstants, openSync, readlinkSync, rmSync} from 'node:fs'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
 import {Socket} from 'node:net'
-import {isAbsolute} from 'node:path'
+import {basename, isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
 import {resolveExecutable} from './container-exec.js'
 import {relativeCommandNotFound} from './command-errors.js'
@@ -108,6 +108,7 @@ export class StartError extends Error {}
 export class ContainerProcess {
   readonly exited: Promise<ExitInfo>
   exit: ExitInfo | undefined
+  private enteredOnce: Promise<void> | undefined
   private readonly outputListeners = new Set<OutputListener>()
 
   private constructor(
@@ -322,6 +323,16 @@ export class ContainerProcess {
     return new ContainerProcess(spec.pid, spec.startTicks, spec.startedAt, rawExit, readers, log, spec.env, spec.cwd, spec.pipes, undefined, spec.sandboxed, spec.pgid)
   }
 
+  /**
+   * Resolves once a sandboxed instance can be entered: bwrap has set up its
+   * namespaces and its PID 1 runs the container's program. Entered earlier,
+   * nsenter would find a root still being built (exec, hooks and probes wait).
+   */
+  entered(): Promise<void> {
+    if (!this.sandboxed) return Promise.resolve()
+    return (this.enteredOnce ??= waitForProgram(this.pid))
+  }
+
   /** The argv prefix that runs a program in this container's namespaces; empty for a bare host process. */
   enterArgv(cwd: string): string[] {
     return this.sandboxed ? enterArgv(this.pid, cwd, this.sandboxed.netns) : []
@@ -410,6 +421,25 @@ export class ContainerProcess {
       await new Promise((r) => setTimeout(r, DefaultKillPollMs))
     }
     return this.exited
+  }
+}
+
+/** How long a sandbox may take to set up before vnode enters it anyway; how often it looks. */
+export const DefaultSandboxSetupWaitMs = 5_000
+export const DefaultSandboxSetupPollMs = 5
+
+/** Until the process no longer runs bwrap itself (it exec'd the container's program), or is gone. */
+async function waitForProgram(pid: number): Promise<void> {
+  const deadline = Date.now() + DefaultSandboxSetupWaitMs
+  while (Date.now() < deadline) {
+    let exe: string
+    try {
+      exe = readlinkSync(`/proc/${pid}/exe`)
+    } catch {
+      return
+    }
+    if (basename(exe) !== 'bwrap') return
+    await new Promise((r) => setTimeout(r, DefaultSandboxSetupPollMs))
   }
 }
 

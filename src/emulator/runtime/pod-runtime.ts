@@ -552,6 +552,7 @@ export class PodRuntime {
     const hctx = this.handlerContext(c, proc)
     const postStart = c.spec.lifecycle?.postStart
     if (postStart) {
+      await proc.entered()
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
       if (r.result === 'failure' && c.proc === proc && !this.abort.signal.aborted) {
         this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
@@ -566,7 +567,10 @@ export class PodRuntime {
     void proc.exited.then((exit) => this.onExit(c, proc, exit))
     this.writeRecord()
     this.publish()
-    this.startProbes(c, proc, this.handlerContext(c, proc))
+    // Probes enter a sandbox: not before it is set up.
+    void proc.entered().then(() => {
+      if (c.proc === proc && proc.exit === undefined) this.startProbes(c, proc, this.handlerContext(c, proc))
+    })
   }
 
   /** Where the container's handlers (probes, hooks) run: its env and cwd, inside its namespaces when it has some. */

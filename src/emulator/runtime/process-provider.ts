@@ -271,6 +271,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   async execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void> {
     const proc = this.runningProcess(ref)
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
+    await proc.entered()
     const enter = proc.enterArgv(proc.cwd)
     const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
     this.trackExec(proc, handle.pgid)
