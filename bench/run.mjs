@@ -123,12 +123,16 @@ try {
     const v50 = [], v90 = [], v99 = [], f50 = [], f99 = [], d50 = [], d99 = []
     for (let r = 0; r < size.repeats; r++) {
       const v = await startBurst('bench-node', size.start)
-      v50.push(percentile(v.lat, 50)), v90.push(percentile(v.lat, 90)), v99.push(percentile(v.lat, 99))
+      v50.push(percentile(v.lat, 50))
+      v90.push(percentile(v.lat, 90))
+      v99.push(percentile(v.lat, 99))
       const delLat = await deleteAll(v.nsName, v.obs, size.start)
-      d50.push(percentile(delLat, 50)), d99.push(percentile(delLat, 99))
+      d50.push(percentile(delLat, 50))
+      d99.push(percentile(delLat, 99))
       v.obs.stop()
       const f = await startBurst('floor-node', size.start)
-      f50.push(percentile(f.lat, 50)), f99.push(percentile(f.lat, 99))
+      f50.push(percentile(f.lat, 50))
+      f99.push(percentile(f.lat, 99))
       // The floor's deletions are not measured: clear its namespace at once.
       f.obs.stop()
       await dropNamespace(f.nsName)

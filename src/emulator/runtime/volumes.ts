@@ -3,7 +3,7 @@ import {constants} from 'node:fs'
 import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {dirname, isAbsolute, join, normalize, resolve, sep} from 'node:path'
 import {describeApiError, isNotFound} from '../kube/errors.js'
-import {configMapData, formatMap, podFieldValue, resourceFieldValue, secretData, type NodeFacts} from './env.js'
+import {configMapData, podFieldValue, resourceFieldValue, secretData, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
 
 /**
