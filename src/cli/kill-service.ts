@@ -1,17 +1,15 @@
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isNotFound} from '../emulator/kube/errors.js'
-import {podStatus} from '../ui/pod-status.js'
+import {podStatus} from '../kubectl/pod-status.js'
 import type {KubeSession} from './session.js'
+import type {KillProgress, KillTarget} from '../kubectl/kill-report.js'
+
+export type {KillProgress, KillTarget}
 
 /** Without --timeout, a pod's wait lasts its grace period plus this margin for the node to report and remove it. */
 export const DefaultKillTimeoutMarginMs = 30_000
 /** kubectl's default grace period when the pod sets none. */
 export const DefaultGracePeriodSeconds = 30
-
-export interface KillTarget {
-  namespace: string
-  name: string
-}
 
 export interface KillOptions {
   /** undefined: the pod's own terminationGracePeriodSeconds. */
@@ -21,16 +19,6 @@ export interface KillOptions {
   timeoutMs?: number
   signal?: AbortSignal
 }
-
-export type KillProgress =
-  | {kind: 'requested'; target: KillTarget; uid: string; gracePeriodSeconds: number; removed: boolean; elapsedMs: number}
-  | {kind: 'not-found'; target: KillTarget}
-  | {kind: 'failed'; target: KillTarget; error: unknown}
-  | {kind: 'status'; target: KillTarget; status: string; elapsedMs: number}
-  | {kind: 'container'; target: KillTarget; container: string; exitCode?: number; signal?: number; reason?: string; elapsedMs: number}
-  | {kind: 'event'; target: KillTarget; reason: string; message: string; elapsedMs: number}
-  | {kind: 'removed'; target: KillTarget; elapsedMs: number}
-  | {kind: 'timeout'; target: KillTarget; elapsedMs: number}
 
 export interface KillResult {
   /** Pods not found, failed to delete, or not removed in time. */

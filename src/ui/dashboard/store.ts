@@ -1,6 +1,6 @@
 import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
 import {parseQuantity} from '../../emulator/quantity.js'
-import {humanAge, podReady, podRestarts, podStatus} from '../pod-status.js'
+import {humanAge, podReady, podRestarts, podStatus} from '../../kubectl/pod-status.js'
 import {type DashboardFeed, type FeedEvent, flattenUsage, type Listener, type NodeView} from './feed.js'
 
 /** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
