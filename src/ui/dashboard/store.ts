@@ -1,7 +1,7 @@
 import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
 import {parseQuantity} from '../../emulator/quantity.js'
 import {humanAge, podReady, podRestarts, podStatus} from '../../kubectl/pod-status.js'
-import {type DashboardFeed, type FeedEvent, flattenUsage, type Listener, type NodeView} from './feed.js'
+import {type DashboardFeed, type FeedEvent, type FeedListeners, flattenUsage, type NodeView} from './feed.js'
 
 /** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
 export const DefaultRedrawIntervalMs = 100
@@ -151,6 +151,19 @@ interface PodUsage {
   pids: number[]
 }
 
+/** Adds (on) or removes (off) one listener per feed event, each typed by its event. */
+function listen(feed: DashboardFeed, how: 'on' | 'off', h: FeedListeners): void {
+  const subscribe = feed[how].bind(feed)
+  subscribe('step', h.step)
+  subscribe('node', h.node)
+  subscribe('lease', h.lease)
+  subscribe('event', h.event)
+  subscribe('error', h.error)
+  subscribe('stopping', h.stopping)
+  subscribe('pod', h.pod)
+  subscribe('podRemoved', h.podRemoved)
+}
+
 /**
  * Turns the node's feed into the dashboard's model: pods by UID, sorted rows,
  * a bounded event feed, header figures. Changes mark it dirty; listeners are
@@ -175,7 +188,7 @@ export class DashboardStore {
   private lastFlush = -Infinity
   private dirty = false
   private version = 0
-  private readonly handlers: Record<string, Listener>
+  private readonly handlers: FeedListeners
   private readonly redrawMs: number
   private readonly maxEvents: number
   /** Number of times listeners were told (for tests and for measuring redraw cost). */
@@ -188,20 +201,20 @@ export class DashboardStore {
     this.redrawMs = opts.redrawIntervalMs ?? DefaultRedrawIntervalMs
     this.maxEvents = opts.maxEvents ?? DefaultMaxEvents
     this.handlers = {
-      step: (step: string, detail: string) => this.update(() => this.steps.push({step, detail})),
-      node: (s: NodeView) => this.update(() => (this.node = s)),
+      step: (step, detail) => this.update(() => this.steps.push({step, detail})),
+      node: (s) => this.update(() => (this.node = s)),
       lease: () => this.markDirty(),
-      event: (e: FeedEvent) => this.update(() => this.pushEvent(e)),
-      error: (m: string) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
-      stopping: (d: string) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
-      pod: (p: V1Pod) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
-      podRemoved: (uid: string) => this.update(() => this.removePod(uid)),
+      event: (e) => this.update(() => this.pushEvent(e)),
+      error: (m) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
+      stopping: (d) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
+      pod: (p) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
+      podRemoved: (uid) => this.update(() => this.removePod(uid)),
     }
     this.model = this.build()
   }
 
   start(): this {
-    for (const [name, fn] of Object.entries(this.handlers)) this.feed.on(name, fn)
+    listen(this.feed, 'on', this.handlers)
     this.node = this.feed.node?.() ?? this.node
     for (const p of this.feed.pods?.() ?? []) if (p.metadata?.uid) this.pods.set(p.metadata.uid, p)
     this.tick = setInterval(() => this.markDirty(), this.opts.tickMs ?? DefaultTickMs)
@@ -214,7 +227,7 @@ export class DashboardStore {
   }
 
   dispose(): void {
-    for (const [name, fn] of Object.entries(this.handlers)) this.feed.off(name, fn)
+    listen(this.feed, 'off', this.handlers)
     for (const t of [this.timer, this.tick, this.usagePoll]) if (t) clearTimeout(t)
     this.timer = this.tick = this.usagePoll = undefined
     this.listeners.clear()
