@@ -18,6 +18,8 @@ import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from
 import type {AdmissionNode} from './pods/admission.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
+import type {ContainerLogs} from './provider/logs.js'
+import {CriContainerLogs} from './runtime/container-logs.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
 import type {AuthorizationMode} from './server/auth.js'
@@ -128,6 +130,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private podController: PodController | undefined
   private services: ServiceLister | undefined
   private nodeIP = ''
+  private logs: ContainerLogs | undefined
   private kubeletServer: KubeletServer | undefined
   /** Ends the loops (lease, status, watches). */
   private readonly abort = new AbortController()
@@ -190,6 +193,16 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
 
   /** The pods of this node, each with the status as last written (deep copies). */
   /** Per pod and container usage measured by the provider (empty when it measures none). */
+  /**
+   * The node's container logs (virtual-kubelet's GetContainerLogs), one
+   * reader of the runtime's CRI log files for the kubelet API and the
+   * dashboard, choosing files from the pods as last known.
+   */
+  get containerLogs(): ContainerLogs {
+    this.logs ??= new CriContainerLogs(this.stateDir, this.kubeletSources().pods)
+    return this.logs
+  }
+
   usage(): PodUsage[] {
     return this.provider?.usage?.() ?? []
   }
@@ -415,6 +428,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       stateDir: this.stateDir,
       sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
       sources: this.kubeletSources(),
+      logs: this.containerLogs,
       anonymousAuth: o.anonymousAuth ?? false,
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),

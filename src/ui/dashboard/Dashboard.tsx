@@ -1,3 +1,4 @@
+import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import {Box, Text, useInput} from 'ink'
 import {useReducer, useRef, useSyncExternalStore} from 'react'
 import {Details} from './Details.js'
@@ -14,7 +15,8 @@ import {useTerminalSize} from './use-terminal-size.js'
 export interface DashboardProps {
   store: DashboardStore
   actions: DashboardActions
-  stateDir?: string
+  /** The node's container logs, for the log pane. */
+  logs?: ContainerLogs
 }
 
 interface UiState {
@@ -35,7 +37,7 @@ interface Confirm {
 const HeaderLines = 3
 const FooterLines = 1
 
-export function Dashboard({store, actions, stateDir}: DashboardProps) {
+export function Dashboard({store, actions, logs}: DashboardProps) {
   const model = useSyncExternalStore(store.subscribe, store.getSnapshot)
   const {columns, rows} = useTerminalSize()
   // UI state lives in a ref that key handling reads and writes directly: keys typed faster than
@@ -55,7 +57,7 @@ export function Dashboard({store, actions, stateDir}: DashboardProps) {
   }
   const selected = selectedIndex(model.rows)
   const current: PodView | undefined = model.rows[selected]
-  const logLines = useLogTail(mode === 'logs' ? stateDir : undefined, mode === 'logs' ? current?.pod : undefined)
+  const logLines = useLogTail(mode === 'logs' ? logs : undefined, mode === 'logs' ? current?.pod : undefined)
 
   const kill = async (c: Confirm) => {
     set({note: `${c.force ? 'force ' : ''}kill requested: ${c.namespace}/${c.name}`})

@@ -1,4 +1,5 @@
 import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import type {PodUsage} from '../../emulator/provider/usage.js'
 
 /** What the dashboard needs of a node snapshot (src/emulator/node/node-controller.ts NodeSnapshot). */
@@ -74,8 +75,8 @@ export interface DashboardFeed {
   readonly server: string
   readonly startedAt: Date
   readonly lastLeaseRenewal: Date | undefined
-  /** Where container logs live (src/emulator/runtime/log-layout.ts). */
-  readonly stateDir?: string
+  /** The node's container logs (the runtime's reader of its CRI log files). */
+  readonly containerLogs?: ContainerLogs
   node?(): NodeView | undefined
   pods?(): V1Pod[]
   usage?(): PodUsage[]
