@@ -36,7 +36,7 @@ export default class Kill extends Command {
     if (flags.force && flags['grace-period'] !== undefined && flags['grace-period'] > 0) {
       throw new UserError(`--force means --grace-period 0; it cannot be used with --grace-period ${flags['grace-period']}`)
     }
-    const {parseDuration} = await import('../kubectl/duration.js')
+    const {parseDuration} = await import('../cli/duration.js')
     const timeoutMs = flags.timeout === undefined ? undefined : parseDuration('--timeout', flags.timeout)
     const {openSession, failWithKubeError, kubectlErrorText} = await import('../cli/session.js')
     const session = await openSession(flags)

@@ -25,7 +25,7 @@ export default class Logs extends Command {
 
   async run(): Promise<void> {
     const {args, flags} = await this.parse(Logs)
-    const {parseDuration} = await import('../kubectl/duration.js')
+    const {parseDuration} = await import('../cli/duration.js')
     const sinceSeconds = flags.since === undefined ? undefined : parseDuration('--since', flags.since) / 1000
     const {openSession, isKubeError, kubectlErrorText} = await import('../cli/session.js')
     const session = await openSession(flags)
