@@ -1,5 +1,6 @@
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isNotFound} from '../emulator/kube/errors.js'
+import {DefaultTerminationGracePeriodSeconds} from '../emulator/provider/pod-defaults.js'
 import {podStatus} from '../kubectl/pod-status.js'
 import type {KubeSession} from './session.js'
 import type {KillProgress, KillTarget} from '../kubectl/kill-report.js'
@@ -8,8 +9,6 @@ export type {KillProgress, KillTarget}
 
 /** Without --timeout, a pod's wait lasts its grace period plus this margin for the node to report and remove it. */
 export const DefaultKillTimeoutMarginMs = 30_000
-/** kubectl's default grace period when the pod sets none. */
-export const DefaultGracePeriodSeconds = 30
 
 export interface KillOptions {
   /** undefined: the pod's own terminationGracePeriodSeconds. */
@@ -61,7 +60,7 @@ async function killOne(
     return false
   }
   const uid = pod.metadata?.uid ?? ''
-  const grace = opts.gracePeriodSeconds ?? pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? DefaultGracePeriodSeconds
+  const grace = opts.gracePeriodSeconds ?? pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
   // A pod the server removes at once (grace 0, or never bound to a node) comes back without a deletionTimestamp.
   const removedAtOnce = !pod.metadata?.deletionTimestamp || (await isGone(session, target, uid))
   onProgress({kind: 'requested', target, uid, gracePeriodSeconds: grace, removed: removedAtOnce, elapsedMs: Date.now() - started})
