@@ -1,4 +1,5 @@
-import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import {podRequests} from '../../emulator/pods/admission.js'
 import {parseQuantity} from '../../emulator/quantity.js'
 import {humanAge, podReady, podRestarts, podStatus} from '../../kubectl/pod-status.js'
 import {type DashboardFeed, type FeedEvent, type FeedListeners, flattenUsage, type NodeView} from './feed.js'
@@ -94,29 +95,21 @@ export function toneOf(status: string, ready: string): Tone {
   return 'pending'
 }
 
-function sumRequests(containers: V1Container[] | undefined, resource: 'cpu' | 'memory'): number {
-  let total = 0
-  for (const c of containers ?? []) {
-    const q = c.resources?.requests?.[resource]
-    if (q !== undefined) {
-      try {
-        total += parseQuantity(String(q))
-      } catch {
-        /* an invalid quantity never reached a running pod */
-      }
-    }
-  }
-  return total
-}
-
-/** A pod's effective request, as the scheduler counts it: max(sum of app + sidecars, largest init) plus overhead. */
+/**
+ * A pod's effective request in cores or bytes: admission's podRequests (the
+ * scheduler's count: app containers and sidecars, max'ed with each init
+ * container and the sidecars before it, limits standing in for missing
+ * requests, plus overhead), so the header agrees with what admission admits.
+ */
 export function podRequest(pod: V1Pod, resource: 'cpu' | 'memory'): number {
-  const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')
-  const inits = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy !== 'Always')
-  const app = sumRequests(pod.spec?.containers, resource) + sumRequests(sidecars, resource)
-  const init = Math.max(0, ...inits.map((c) => sumRequests([c], resource)))
-  const overhead = pod.spec?.overhead?.[resource] !== undefined ? parseQuantity(String(pod.spec.overhead[resource])) : 0
-  return Math.max(app, init) + overhead
+  let requests: Record<string, number>
+  try {
+    requests = podRequests(pod)
+  } catch {
+    return 0 // an invalid quantity never reached a running pod
+  }
+  const v = requests[resource] ?? 0
+  return resource === 'cpu' ? v / 1000 : v
 }
 
 function isTerminal(pod: V1Pod): boolean {
