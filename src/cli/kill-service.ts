@@ -1,5 +1,6 @@
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isNotFound} from '../emulator/kube/errors.js'
+import {EventReason} from '../emulator/kube/event-reasons.js'
 import {DefaultTerminationGracePeriodSeconds} from '../emulator/provider/pod-defaults.js'
 import {podStatus} from '../kubectl/pod-status.js'
 import type {KubeSession} from './session.js'
@@ -9,6 +10,9 @@ export type {KillProgress, KillTarget}
 
 /** Without --timeout, a pod's wait lasts its grace period plus this margin for the node to report and remove it. */
 export const DefaultKillTimeoutMarginMs = 30_000
+
+/** The events a kill reports as they come: the node stopping the pod's containers, or failing to. */
+const KillEventReasons = new Set<string>([EventReason.KillingContainer, 'Stopping', EventReason.ExceededGracePeriod, EventReason.FailedKillPod])
 
 export interface KillOptions {
   /** undefined: the pod's own terminationGracePeriodSeconds. */
@@ -206,7 +210,7 @@ function follow(
             const t = e.lastTimestamp ? new Date(e.lastTimestamp as string).getTime() : Date.now()
             // Only what happened after the kill was asked for.
             if (t + 1000 < started) return
-            if (e.reason === 'Killing' || e.reason === 'Stopping' || e.reason === 'ExceededGracePeriod' || e.reason === 'FailedKillPod') {
+            if (e.reason && KillEventReasons.has(e.reason)) {
               onProgress({kind: 'event', target, reason: e.reason, message: e.message ?? '', elapsedMs: Date.now() - started})
             }
           },

@@ -9,6 +9,7 @@ import type {ServiceLister} from './kube/service-lister.js'
 import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
 import {EventRecorder, type RecordedEvent} from './kube/events.js'
+import {EventReason} from './kube/event-reasons.js'
 import {chooseNodeIP} from './node/addresses.js'
 import {goArch} from './node/host.js'
 import {LeaseController} from './node/lease-controller.js'
@@ -282,7 +283,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     if (stopped()) return
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
     await this.startKubeletServer(config)
-    void this.recorder.record(this.nodeController.ref, 'Normal', 'Starting', 'Starting vnode.')
+    void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
     this.lease = new LeaseController(this.clients.coordination, {name: this.opts.name, uid: node.metadata!.uid!}, {
       renewIntervalMs: this.opts.leaseRenewIntervalMs,
       onRenew: (at) => {
