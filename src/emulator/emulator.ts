@@ -17,6 +17,7 @@ import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
 import type {AdmissionNode} from './pods/admission.js'
+import type {MirrorOwner} from './pods/mirror.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
 import type {ContainerLogs} from './provider/logs.js'
@@ -69,8 +70,6 @@ export interface EmulatorOptions extends KubeOptions {
 
 /** How long stop() lets pods terminate at most (each within its own grace). */
 export const DefaultShutdownGraceSeconds = 30
-/** Admission reads the Node at most this often. */
-export const DefaultAdmissionNodeCacheMs = 1_000
 
 export type StartupStep = 'connect' | 'register' | 'ready'
 
@@ -313,7 +312,10 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     if (stopped()) return
     const watcher = new NodeWatcher({kc: this.clients.kc, core: this.clients.core, name: this.opts.name, counter: this.clients.counter}, {
       modified: (n) => this.nodeController.observe(n),
-      deleted: () => void this.nodeController.ensureRegistered(),
+      deleted: () => {
+        this.nodeController.observeDeleted()
+        void this.nodeController.ensureRegistered()
+      },
     })
     this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
     if (this.opts.provider) await this.startPods(this.opts.provider)
@@ -348,6 +350,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: this.provider,
       recorder: this.recorder,
       node: this.admissionNode(),
+      nodeOwner: () => this.mirrorOwner(),
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
       manifestsDir: this.opts.manifestsDir,
@@ -360,27 +363,21 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await this.podController.start()
   }
 
-  /** The Node as admission sees it: read from the API (briefly cached), else our own view. */
+  /** The Node as admission sees it: the watched copy, else our own view (not registered again yet). */
   private admissionNode(): () => Promise<AdmissionNode> {
-    let cached: {at: number; node: AdmissionNode} | undefined
     return async () => {
-      if (cached && Date.now() - cached.at < DefaultAdmissionNodeCacheMs) return cached.node
       const own = this.nodeController.config
-      let node: AdmissionNode
-      try {
-        const n = await this.clients.core.readNode({name: this.opts.name})
-        node = {
-          name: this.opts.name,
-          labels: n.metadata?.labels ?? {},
-          taints: n.spec?.taints ?? [],
-          allocatable: (n.status?.allocatable ?? this.nodeController.snapshot().allocatable) as Record<string, string>,
-        }
-      } catch {
-        node = {name: own.name, labels: own.labels, taints: own.taints, allocatable: this.nodeController.snapshot().allocatable}
-      }
-      cached = {at: Date.now(), node}
-      return node
+      const allocatable = this.nodeController.snapshot().allocatable
+      const n = this.nodeController.watched()
+      if (!n) return {name: own.name, labels: own.labels, taints: own.taints, allocatable}
+      return {name: this.opts.name, labels: n.metadata?.labels ?? {}, taints: n.spec?.taints ?? [], allocatable: (n.status?.allocatable ?? allocatable) as Record<string, string>}
     }
+  }
+
+  /** The owner of mirror pods: the watched Node, while it exists. */
+  private async mirrorOwner(): Promise<MirrorOwner | undefined> {
+    const uid = this.nodeController.watched()?.metadata?.uid
+    return uid ? {name: this.opts.name, uid} : undefined
   }
 
   /** Stop accepting pods, terminate them within their grace (bounded), stop the watch, close the provider. */
