@@ -23,6 +23,10 @@ export function judge(rows) {
     `p99 ${Math.round(p99)} ms, ${ratio}x the floor (met), whose own p99 is ${Math.round(floor99)} ms on this machine, so 1 s is out of reach here for any node: ` +
       'like the floor, vnode writes one status per start; the rest is its work per pod (volumes, output pipes, the on-disk record, the spawn) ' +
       'on the same 2 cores as the API server. What would fix it: fewer synchronous steps per start on the event loop (the record write and the spawn block it for milliseconds each).')
+  const sbx = sizeOf(/^start-(\d+)-sandbox$/)
+  const sr = get(`start-${sbx}-sandbox`, 'p99/plain')
+  goal(`sandbox start p99 within 1.5x of plain (${sbx} pods, same run)`, [sr], sr <= 1.5,
+    `${sr}x: each sandboxed container is one bwrap more (a mount namespace with a bind per top-level host directory, PID and UTS namespaces) before its program runs`)
   const tp = get(`throughput-${throughput}-qps50`, 'all-running')
   const tpFree = get(`throughput-${throughput}-unthrottled`, 'all-running')
   goal(`${throughput} pods Running within 15 s at QPS 50/100`, [tp], tp <= 15,

@@ -99,6 +99,8 @@ export async function startVnodeTui(cluster, name, args = []) {
 /** `kubectl vnode up` as a separate process; its JSON lines are kept. BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each. */
 export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
+  // The scenarios measure the plain mode unless they ask for a sandbox (the sandbox scenario puts both side by side).
+  if (!args.includes('--sandbox')) args = [...args, '--sandbox', 'none']
   const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -12,7 +12,7 @@ import {apiserverRequests, median, percentile, podObserver, root, sleep, sleeper
 const quick = process.argv.includes('--quick')
 const onlyArg = process.argv.find((a) => a.startsWith('--only'))
 const only = onlyArg ? (onlyArg.includes('=') ? onlyArg.split('=')[1] : process.argv[process.argv.indexOf(onlyArg) + 1]).split(',') : undefined
-const Scenarios = ['start', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
+const Scenarios = ['start', 'sandbox', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
 if (only?.some((s) => !Scenarios.includes(s))) throw new Error(`--only takes ${Scenarios.join(',')}`)
 const want = (s) => !only || only.includes(s)
 const size = {
@@ -161,6 +161,35 @@ try {
     one.obs.stop()
     row('delete-one-at-a-time', 'p50', percentile(lat, 50), 'ms')
     row('delete-one-at-a-time', 'p99', percentile(lat, 99), 'ms')
+  }
+
+  // The same burst on a node whose pods run in a sandbox (mount, PID, UTS namespaces), beside the plain node, alternating.
+  if (want('sandbox')) {
+    const plain = await node()
+    const sbx = startVnode(cluster, 'bench-sandbox', ['--pods', String(size.start + 10), '--sandbox', 'namespaces'])
+    await sbx.ready()
+    const p50 = [], p99 = [], s50 = [], s99 = []
+    for (let r = 0; r < size.repeats; r++) {
+      const p = await startBurst('bench-node', size.start)
+      p50.push(percentile(p.lat, 50))
+      p99.push(percentile(p.lat, 99))
+      p.obs.stop()
+      await dropNamespace(p.nsName)
+      const s = await startBurst('bench-sandbox', size.start)
+      s50.push(percentile(s.lat, 50))
+      s99.push(percentile(s.lat, 99))
+      s.obs.stop()
+      await dropNamespace(s.nsName)
+    }
+    row(`start-${size.start}-plain`, 'p50', median(p50), 'ms')
+    row(`start-${size.start}-plain`, 'p99', median(p99), 'ms')
+    row(`start-${size.start}-sandbox`, 'p50', median(s50), 'ms')
+    row(`start-${size.start}-sandbox`, 'p99', median(s99), 'ms')
+    row(`start-${size.start}-sandbox`, 'p99/plain', median(s99) / median(p99), 'ratio')
+    const idle = await sbx.usage()
+    row('sandbox-node', 'rss', idle.rssBytes / 2 ** 20, 'MiB')
+    await sbx.stop()
+    void plain
   }
 
   // The same burst with the default service account token mounted: one TokenRequest more per pod.

@@ -3,6 +3,8 @@ import {ListFirst, runWatchLoop} from '../emulator/kube/watch-loop.js'
 import type {PodWatchHandle, WatchEventType} from '../kubectl/pod-watch.js'
 import {NodeMarkerLabel, PodPidsAnnotation} from '../emulator/node/node-status.js'
 import type {KubeSession} from './session.js'
+import {SandboxLabel} from '../emulator/runtime/sandbox/spec.js'
+import {PodSandboxAnnotation} from '../kubectl/pods-printer.js'
 
 export interface PodQuery {
   /** undefined: all namespaces (-A). */
@@ -160,8 +162,15 @@ export function watchVnodePods(
  */
 export async function attachPids(session: KubeSession, pods: V1Pod[], nodes: string[]): Promise<void> {
   const byUid = new Map<string, string>()
+  const sandboxByNode = new Map<string, string>()
   await Promise.all(
     nodes.map(async (name) => {
+      try {
+        const mode = (await session.core.readNode({name})).metadata?.labels?.[SandboxLabel]
+        if (mode) sandboxByNode.set(name, mode)
+      } catch {
+        /* no mode to show */
+      }
       try {
         const body = await session.core.connectGetNodeProxyWithPath({name, path: 'runningpods/'})
         const list = (typeof body === 'string' ? JSON.parse(body) : body) as {items?: V1Pod[]}
@@ -177,5 +186,7 @@ export async function attachPids(session: KubeSession, pods: V1Pod[], nodes: str
   for (const p of pods) {
     const pids = byUid.get(p.metadata?.uid ?? '')
     if (pids) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodPidsAnnotation]: pids}}
+    const mode = sandboxByNode.get(p.spec?.nodeName ?? '')
+    if (mode) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodSandboxAnnotation]: mode}}
   }
 }

@@ -49,6 +49,11 @@ export default class Up extends Command {
     'anonymous-auth': Flags.boolean({description: 'kubelet API: serve unauthenticated requests as system:anonymous (still authorized)', default: false}),
     'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
     'client-ca-file': Flags.string({description: 'kubelet API: CA bundle for client certificates (default: the kubeconfig cluster CA)'}),
+    sandbox: Flags.string({
+      description: "what pods run inside: auto (namespaces where the host allows them, else none), namespaces (a pod sandbox: mount, PID and UTS namespaces), none (bare host processes)",
+      options: ['auto', 'namespaces', 'none'],
+      default: 'auto',
+    }),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -64,6 +69,12 @@ export default class Up extends Command {
           throw new UserError(`invalid --images ${flags.images}: ${error.message}`)
         })
       : undefined
+    const {detectSandbox} = await import('../emulator/runtime/sandbox/detect.js')
+    const {SandboxLabel} = await import('../emulator/runtime/sandbox/spec.js')
+    const sandbox = await detectSandbox(flags.sandbox as 'auto' | 'namespaces' | 'none').catch((error: Error) => {
+      throw new UserError(error.message)
+    })
+    if (sandbox.mode === 'none' && flags.sandbox === 'auto') process.stderr.write(`sandbox: none (pods run as bare host processes): ${sandbox.reason}\n`)
     const base: EmulatorOptions = {
       name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
@@ -71,7 +82,7 @@ export default class Up extends Command {
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,
-      labels: Object.fromEntries((flags.label ?? []).map(parseLabel)),
+      labels: {[SandboxLabel]: sandbox.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel))},
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],
       nodeIP: flags['node-ip'],
@@ -81,7 +92,7 @@ export default class Up extends Command {
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
-        return ProcessProvider.create(ctx, {images})
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

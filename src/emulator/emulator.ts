@@ -334,6 +334,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.provider = await factory({
       nodeName: this.opts.name,
       nodeIP: this.nodeIP,
+      apiServer: this.clients.server,
       stateDir: this.stateDir,
       core: this.clients.core,
       services: this.services,

@@ -10,6 +10,13 @@ import {podRow} from './pod-status.js'
  */
 export {PodPidsAnnotation}
 
+/** Where `-o wide` finds what the pod's node runs pods inside (its vnode.dev/sandbox label, pods-service attachPids). */
+export const PodSandboxAnnotation = 'vnode.dev/sandbox'
+
+export function podSandbox(pod: V1Pod): string {
+  return pod.metadata?.annotations?.[PodSandboxAnnotation] || '<none>'
+}
+
 export type PodsOutput = 'table' | 'wide' | 'json' | 'yaml' | 'name'
 
 export function podPids(pod: V1Pod): string {
@@ -23,12 +30,12 @@ export function podPids(pod: V1Pod): string {
 }
 
 export function podsHeader(wide: boolean, allNamespaces: boolean): string[] {
-  return [...(allNamespaces ? ['NAMESPACE'] : []), 'NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'NODE', ...(wide ? ['IP', 'PIDS'] : [])]
+  return [...(allNamespaces ? ['NAMESPACE'] : []), 'NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'NODE', ...(wide ? ['IP', 'PIDS', 'SANDBOX'] : [])]
 }
 
 export function podCells(pod: V1Pod, wide: boolean, allNamespaces: boolean, now = Date.now()): string[] {
   const r = podRow(pod, now)
-  return [...(allNamespaces ? [r.namespace] : []), r.name, r.ready, r.status, r.restarts, r.age, r.node, ...(wide ? [r.ip, podPids(pod)] : [])]
+  return [...(allNamespaces ? [r.namespace] : []), r.name, r.ready, r.status, r.restarts, r.age, r.node, ...(wide ? [r.ip, podPids(pod), podSandbox(pod)] : [])]
 }
 
 /** The table `kubectl vnode pods` prints (kubectl get pods columns plus NODE). */

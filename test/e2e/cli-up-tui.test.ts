@@ -57,7 +57,7 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
         namespace: ns,
         body: {
           metadata: {name: 'victim'},
-          spec: {nodeName: node, containers: [{name: 'main', image: 'node', command: ['node', '-e', `console.log('${marker}'); setInterval(() => {}, 1000)`]}]},
+          spec: {nodeName: node, containers: [{name: 'main', image: 'node', command: ['node', '-e', `process.on('SIGTERM', () => process.exit(0)); console.log('${marker}'); setInterval(() => {}, 1000)`]}]},
         },
       })
       await waitFor(async () => new RegExp(`${ns}\\s+victim\\s+1/1\\s+Running`).test(await screen('tui')), () => `the pod Running on screen:\n${lastScreen}`, 30_000, 200)

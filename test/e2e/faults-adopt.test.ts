@@ -58,7 +58,8 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
     expect(await first.stop('SIGKILL')).not.toBe(0)
     expect(await processesMatching(mark('keep'))).toEqual(keepPids)
     // While it is down: one container dies, one pod is deleted from the API.
-    process.kill(-lostPids[0], 'SIGKILL')
+    // Its main process: in a sandbox, PID 1 of its namespace, whose end ends the rest.
+    process.kill(lostPids[0], 'SIGKILL')
     await c.core.deleteNamespacedPod({name: 'gone', namespace: ns, gracePeriodSeconds: 0})
     await waitFor(async () => !(await readPod(c.core, ns, 'gone')), 'gone to leave the API')
     await new Promise((r) => setTimeout(r, 2000))

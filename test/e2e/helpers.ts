@@ -129,7 +129,10 @@ const running = new Set<VnodeProcess>()
 export function startVnode(name: string, args: string[] = []): VnodeProcess {
   const stateDir = join(runDir(), 'nodes', name)
   mkdirSync(stateDir, {recursive: true})
-  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...args], {
+  // Files written for the plain mode assert its semantics (a process group, 143 for an unhandled SIGTERM,
+  // $VNODE_VOLUME_ROOT); sandbox.test.ts asserts the sandbox's, and a test asks for it with --sandbox.
+  const mode = args.includes('--sandbox') ? [] : ['--sandbox', 'none']
+  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...mode, ...args], {
     env: testEnv(),
     reject: false,
     buffer: false,
@@ -165,8 +168,15 @@ export async function clients(): Promise<Clients> {
   return {core: kc.makeApiClient(lib.CoreV1Api), coordination: kc.makeApiClient(lib.CoordinationV1Api), apps: kc.makeApiClient(lib.AppsV1Api), kc, lib}
 }
 
-/** PIDs of live (non-zombie) processes whose command line contains text. */
-export async function processesMatching(text: string): Promise<number[]> {
+/** The runtime's own plumbing around a sandboxed container: bwrap waits for it, nsenter runs an exec inside it. */
+const RuntimeCommands = new Set(['bwrap', 'nsenter'])
+
+/**
+ * PIDs of live (non-zombie) processes whose command line contains text:
+ * the container's own processes, not the runtime's plumbing that carries
+ * the same argv (as a container runtime's shim), unless asked.
+ */
+export async function processesMatching(text: string, opts: {withRuntime?: boolean} = {}): Promise<number[]> {
   const {readdirSync, readFileSync} = await import('node:fs')
   const out: number[] = []
   for (const d of readdirSync('/proc')) {
@@ -175,7 +185,9 @@ export async function processesMatching(text: string): Promise<number[]> {
       const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
       if (stat.slice(stat.lastIndexOf(')') + 2)[0] === 'Z') continue
       const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ')
-      if (cmd.includes(text)) out.push(Number(d))
+      if (!cmd.includes(text)) continue
+      if (!opts.withRuntime && RuntimeCommands.has(stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')))) continue
+      out.push(Number(d))
     } catch {
       /* gone */
     }

@@ -33,15 +33,15 @@ describe('durations', () => {
 })
 
 describe('pods printer', () => {
-  test("kubectl's tabwriter layout, NAMESPACE with -A, IP and PIDS with -o wide; PIDs absent show <none>", () => {
+  test("kubectl's tabwriter layout, NAMESPACE with -A, IP, PIDS and SANDBOX with -o wide; PIDs absent show <none>", () => {
     const a = pod('web', {namespace: 'shop', phase: 'Running'})
-    a.metadata!.annotations = {'vnode.dev/pids': 'web=4242,side=4243'}
+    a.metadata!.annotations = {'vnode.dev/pids': 'web=4242,side=4243', 'vnode.dev/sandbox': 'namespaces'}
     a.status!.podIP = '10.0.0.7'
     const b = pod('db-with-a-long-name', {namespace: 'shop'})
     const lines = podsTable([a, b], {wide: true, allNamespaces: true})
-    expect(lines[0]).toBe('NAMESPACE   NAME                  READY   STATUS              RESTARTS   AGE   NODE         IP         PIDS')
-    expect(lines[1]).toBe('shop        web                   1/1     Running             0          60s   dev-laptop   10.0.0.7   4242,4243')
-    expect(lines[2]).toBe('shop        db-with-a-long-name   0/1     ContainerCreating   0          60s   dev-laptop   <none>     <none>')
+    expect(lines[0]).toBe('NAMESPACE   NAME                  READY   STATUS              RESTARTS   AGE   NODE         IP         PIDS        SANDBOX')
+    expect(lines[1]).toBe('shop        web                   1/1     Running             0          60s   dev-laptop   10.0.0.7   4242,4243   namespaces')
+    expect(lines[2]).toBe('shop        db-with-a-long-name   0/1     ContainerCreating   0          60s   dev-laptop   <none>     <none>      <none>')
     expect(podsTable([a], {wide: false, allNamespaces: false})[0]).toBe('NAME   READY   STATUS    RESTARTS   AGE   NODE')
     expect(podPids(b)).toBe('<none>')
     expect(noResourcesMessage(false, 'shop')).toBe('No resources found in shop namespace.')

@@ -48,6 +48,8 @@ export interface NodeSnapshot {
   conditions: V1NodeCondition[]
   capacity: Record<string, string>
   allocatable: Record<string, string>
+  /** The labels this node registers with (its sandbox mode among them). */
+  labels: Record<string, string>
   lastStatusWrite?: Date
   error?: string
 }
@@ -111,6 +113,7 @@ export class NodeController extends EventEmitter {
       conditions: this.conditions ?? [],
       capacity: (this.lastReported?.capacity ?? {}) as Record<string, string>,
       allocatable: (this.lastReported?.allocatable ?? {}) as Record<string, string>,
+      labels: {...this.config.labels},
       lastStatusWrite: this.lastReportAt ? new Date(this.lastReportAt) : undefined,
       error: this.lastError,
     }

@@ -44,6 +44,8 @@ export interface PodLifecycleHandler {
 export interface ProviderContext {
   nodeName: string
   nodeIP: string
+  /** The API server's URL as this host reaches it (the kubeconfig's): what in-cluster config points pods to. */
+  apiServer?: string
   stateDir: string
   /** For reading ConfigMaps, Secrets and Services a pod refers to. */
   core: CoreV1Api

@@ -5,6 +5,7 @@ import type {LogRotation} from './logs.js'
 import {readPodRecord, type ContainerRecord, type PodRecord} from './pod-record.js'
 import {restoreTermination, UnknownExitCode, type RestoredContainer} from './pod-runtime.js'
 import {groupMembers, readStat, signalGroup} from './proc.js'
+import {stopPidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 
 /**
  * Adoption: after vnode was killed (SIGKILL, crash), its containers keep
@@ -55,9 +56,12 @@ export function isSameProcess(pid: number | undefined, startTicks: number | unde
 export function killLeftovers(c: ContainerRecord): void {
   if (!c.pid) return
   if (isSameProcess(c.pid, c.startTicks)) {
-    signalGroup(c.pid, 'SIGKILL')
+    // A sandbox's PID 1 takes its whole PID namespace with it.
+    if (c.sandboxed) process.kill(c.pid, 'SIGKILL')
+    else signalGroup(c.pid, 'SIGKILL')
     return
   }
+  if (c.sandboxed) return
   if (readStat(c.pid) === undefined && groupMembers(c.pid).length > 0) signalGroup(c.pid, 'SIGKILL')
 }
 
@@ -100,6 +104,8 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
         logPath: c.logPath,
         pipes: c.pipes ?? outputPipes(join('/nonexistent', c.name)),
         rotation,
+        sandboxed: c.sandboxed,
+        pgid: c.pgid,
       },
       pollMs,
     )
@@ -120,4 +126,5 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
 /** Kills every live process of a record (a pod that cannot be rebuilt, or is gone from the API). */
 export function killRecorded(record: PodRecord): void {
   for (const c of record.containers) killLeftovers(c)
+  stopPidNamespaceHolder(record.pidHolder)
 }

@@ -20,20 +20,23 @@ export const DefaultTerminalSize: TerminalSize = {width: 80, height: 24}
 
 export interface ExecEnvironment {
   env: Record<string, string>
+  /** In the container's view. */
   cwd: string
+  /** A sandboxed container: the argv prefix that enters its namespaces, and where its view is seen from the host. */
+  sandbox?: {enter: string[]; root: string}
 }
 
 /** A command that could not be started (runc's "exec failed" cases). */
 export class ExecStartError extends Error {}
 
 /** The executable as execvp would find it: a path with a '/' is taken as is (relative to cwd), otherwise the env's PATH. */
-export function resolveExecutable(file: string, env: Record<string, string>, cwd: string): string {
+export function resolveExecutable(file: string, env: Record<string, string>, cwd: string, root = ''): string {
   const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : (env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(isAbsolute(d) ? d : resolve(cwd, d), file))
   let denied = false
   for (const path of candidates) {
     try {
-      if (!statSync(path).isFile()) continue
-      accessSync(path, fsc.X_OK)
+      if (!statSync(root + path).isFile()) continue
+      accessSync(root + path, fsc.X_OK)
       return path
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'EACCES') denied = true
@@ -65,12 +68,19 @@ export interface ExecHandle {
 export async function startExec(argv: string[], where: ExecEnvironment, io: StreamIO): Promise<ExecHandle> {
   const [file, ...args] = argv
   if (!file) throw new ExecStartError('exec: no command')
+  const root = where.sandbox?.root ?? ''
   try {
-    if (!statSync(where.cwd).isDirectory()) throw new Error('not a directory')
+    if (!statSync(root + where.cwd).isDirectory()) throw new Error('not a directory')
   } catch {
     throw new ExecStartError(`chdir to cwd ("${where.cwd}") set in config.json failed: no such file or directory`)
   }
-  const path = resolveExecutable(file, where.env, where.cwd)
+  const path = resolveExecutable(file, where.env, where.cwd, root)
+  if (where.sandbox) {
+    // nsenter runs it inside: the host side starts from / and the command keeps its exit status.
+    const [enter, ...enterArgs] = where.sandbox.enter
+    const inside = {...where, cwd: '/'}
+    return io.tty ? startPty(enter, [...enterArgs, path, ...args], inside, io) : startPiped(enter, [...enterArgs, path, ...args], inside, io)
+  }
   return io.tty ? startPty(path, args, where, io) : startPiped(path, args, where, io)
 }
 

@@ -7,6 +7,8 @@ import {Readable, type Writable} from 'node:stream'
 import {fifos} from './fifo.js'
 import {ContainerLogWriter, type LogRotation} from './logs.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
+import type {ContainerSandboxSpec} from './sandbox/spec.js'
+import {enterArgv, SandboxStartError, spawnSandboxed} from './sandbox/spawn.js'
 
 /** How often a terminating process group is checked. */
 export const DefaultKillPollMs = 50
@@ -42,6 +44,10 @@ export interface SpawnSpec {
   rotation?: LogRotation
   /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
   stdin?: boolean
+  /** Run in a pod sandbox (namespaces mode); a bare host process when unset. cwd is then in the container's view. */
+  sandbox?: ContainerSandboxSpec
+  /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
+  beforeExec?: (pid: number) => Promise<void>
 }
 
 export type OutputStream = 'stdout' | 'stderr'
@@ -58,6 +64,16 @@ export interface AdoptSpec {
   logPath: string
   pipes: OutputPipes
   rotation?: LogRotation
+  /** It runs in a sandbox: pid is its PID 1 (and the netns flag says whether it has a network namespace of its own). */
+  sandboxed?: SandboxedProcess
+  /** Its process group, when not the pid's own (a sandbox's bwrap). */
+  pgid?: number
+}
+
+/** How a sandboxed instance runs: in a network namespace of its own; in the pod's shared PID namespace (not PID 1 there). */
+export interface SandboxedProcess {
+  netns: boolean
+  sharedPid?: boolean
 }
 
 export interface ExitInfo {
@@ -102,6 +118,10 @@ export class ContainerProcess {
     readonly pipes: OutputPipes,
     /** The container's stdin (attach), when it was started with one; never for an adopted process. */
     private readonly stdinPipe?: Writable,
+    /** In a sandbox: pid is PID 1 of its PID namespace, signalled alone; ending it ends the namespace. */
+    readonly sandboxed?: SandboxedProcess,
+    /** The process group of the instance: bwrap's in a sandbox (its PID 1 is a member), else the main process's own. */
+    private readonly groupId?: number,
   ) {
     const drained = Promise.all([log.attach(streams.stdout, 'stdout'), log.attach(streams.stderr, 'stderr')])
     streams.stdout.on('data', (chunk: Buffer) => this.emitOutput('stdout', chunk))
@@ -129,25 +149,19 @@ export class ContainerProcess {
   }
 
   get pgid(): number {
-    return this.pid
+    return this.groupId ?? this.pid
   }
 
   static async start(spec: SpawnSpec): Promise<ContainerProcess> {
     const [file, ...args] = spec.argv
     if (!file) throw new StartError('failed to start container process: no command to run')
+    if (spec.sandbox) return ContainerProcess.startSandboxed(spec, spec.sandbox)
     try {
       if (!(await stat(spec.cwd)).isDirectory()) throw new Error('not a directory')
     } catch {
       throw new StartError(`failed to start container process: chdir to cwd ("${spec.cwd}") set in config.json failed: no such file or directory`)
     }
-    const pipes = outputPipes(spec.pipes)
-    await makePipes(pipes)
-    const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
-    // The child's ends are read-write: while it lives the pipes always have a reader.
-    const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
-    const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
-    const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const startedAt = new Date()
+    const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     const spawn = () =>
       execa(file, args, {
         cwd: spec.cwd,
@@ -179,14 +193,42 @@ export class ContainerProcess {
       void child.then((r) => resolve((r.cause as NodeJS.ErrnoException | undefined) ?? new Error(r.shortMessage ?? 'spawn failed')))
     })
     if (spawned !== true || child.pid === undefined) {
-      log.close()
-      readers.stdout.destroy()
-      readers.stderr.destroy()
-      removePipes(pipes)
+      abandon()
       const e = spawned === true ? undefined : spawned
       throw new StartError(startErrorMessage(file, e))
     }
+    try {
+      await spec.beforeExec?.(child.pid)
+    } catch (error) {
+      signalGroup(child.pid, 'SIGKILL')
+      await rawExit
+      abandon()
+      throw new StartError(`failed to start container process: ${(error as Error).message}`)
+    }
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
+  }
+
+  /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. */
+  private static async startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
+    const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
+    let started: Awaited<ReturnType<typeof spawnSandboxed>>
+    try {
+      started = await spawnSandboxed({argv: spec.argv, env: spec.env, cwd: spec.cwd, sandbox, stdin: spec.stdin ? 'pipe' : 'ignore', stdout: out, stderr: err, beforeExec: spec.beforeExec})
+    } catch (error) {
+      abandon()
+      if (error instanceof SandboxStartError) throw new StartError(`failed to start container process: ${error.message}`)
+      throw error
+    } finally {
+      closeSync(out)
+      closeSync(err)
+    }
+    const {monitor, pid} = started
+    // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
+    const rawExit = new Promise<RawExit>((resolve) => {
+      if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
+      else monitor.once('exit', (code, signal) => resolve({code, signal}))
+    })
+    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}, monitor.pid)
   }
 
   /**
@@ -206,7 +248,12 @@ export class ContainerProcess {
         resolve({code: null, signal: null, unknown: true})
       }, pollMs)
     })
-    return new ContainerProcess(spec.pid, spec.startTicks, spec.startedAt, rawExit, readers, log, spec.env, spec.cwd, spec.pipes)
+    return new ContainerProcess(spec.pid, spec.startTicks, spec.startedAt, rawExit, readers, log, spec.env, spec.cwd, spec.pipes, undefined, spec.sandboxed, spec.pgid)
+  }
+
+  /** The argv prefix that runs a program in this container's namespaces; empty for a bare host process. */
+  enterArgv(cwd: string): string[] {
+    return this.sandboxed ? enterArgv(this.pid, cwd, this.sandboxed.netns) : []
   }
 
   /** The container's stdin pipe, when it was started with one and it is still open. */
@@ -235,8 +282,24 @@ export class ContainerProcess {
     return this.exit === undefined || this.groupAlive()
   }
 
+  /**
+   * In a sandbox only PID 1 is signalled, as a runtime does: it may ignore
+   * what it has no handler for, and SIGKILL of it ends its whole namespace.
+   * A bare host process gets it for its whole process group.
+   */
   signal(signal: NodeJS.Signals): void {
-    if (this.ownsGroup()) signalGroup(this.pgid, signal)
+    if (!this.ownsGroup()) return
+    if (!this.sandboxed) {
+      signalGroup(this.pgid, signal)
+      return
+    }
+    try {
+      process.kill(this.pid, signal)
+    } catch {
+      /* gone */
+    }
+    // In a shared PID namespace its end does not end its children: they are its process group's.
+    if (this.sandboxed.sharedPid && signal === 'SIGKILL') signalGroup(this.pgid, signal)
   }
 
   /**
@@ -253,6 +316,7 @@ export class ContainerProcess {
   }
 
   private groupAlive(): boolean {
+    if (this.sandboxed) return this.ownsGroup() && readStat(this.pid) !== undefined && !['Z', 'X'].includes(readStat(this.pid)!.state)
     return this.ownsGroup() && isGroupAlive(this.pgid)
   }
 
@@ -276,6 +340,27 @@ export class ContainerProcess {
     }
     return this.exited
   }
+}
+
+/**
+ * An instance's output before it starts: its pipes (the child's ends are
+ * read-write, so while it lives the pipes always have a reader), vnode's
+ * readers and the CRI log. `abandon` undoes it for a start that failed.
+ */
+async function openInstanceIO(spec: SpawnSpec) {
+  const pipes = outputPipes(spec.pipes)
+  await makePipes(pipes)
+  const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
+  const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
+  const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
+  const log = new ContainerLogWriter(spec.logPath, spec.rotation)
+  const abandon = () => {
+    log.close()
+    readers.stdout.destroy()
+    readers.stderr.destroy()
+    removePipes(pipes)
+  }
+  return {pipes, readers, out, err, log, startedAt: new Date(), abandon}
 }
 
 async function makePipes(pipes: OutputPipes): Promise<void> {

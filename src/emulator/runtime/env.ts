@@ -31,6 +31,8 @@ export interface NodeFacts {
   cpuCores: number
   memoryBytes: number
   ephemeralStorageBytes: number
+  /** The API server's URL as this host reaches it: KUBERNETES_SERVICE_HOST/PORT name it (in-cluster config). */
+  apiServer?: string
 }
 
 export interface EnvInput {
@@ -107,7 +109,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
   const events: EnvEvent[] = []
   const cache = new ObjectCache(core, namespace)
   try {
-    const serviceEnv = await serviceEnvVars(input.services, namespace, pod.spec?.enableServiceLinks !== false)
+    const serviceEnv = await serviceEnvVars(input.services, namespace, pod.spec?.enableServiceLinks !== false, input.node.apiServer)
     const tmp = new Map<string, string>()
     for (const source of container.envFrom ?? []) await addEnvFrom(source, tmp, cache, namespace, events)
     const base = baseEnv(pod, input.runtime)
@@ -337,7 +339,7 @@ function envName(name: string): string {
  * The `kubernetes` Service of the default namespace always; the pod's own
  * namespace's Services when enableServiceLinks (the default).
  */
-async function serviceEnvVars(services: ServiceLookup, namespace: string, links: boolean): Promise<Map<string, string>> {
+async function serviceEnvVars(services: ServiceLookup, namespace: string, links: boolean, apiServer: string | undefined): Promise<Map<string, string>> {
   const byName = new Map<string, V1Service>()
   try {
     if (links) for (const s of await services.list(namespace)) byName.set(s.metadata!.name!, s)
@@ -348,5 +350,20 @@ async function serviceEnvVars(services: ServiceLookup, namespace: string, links:
   } catch (error) {
     throw new MissingReference((error as Error).message)
   }
+  const master = byName.get('kubernetes')
+  if (master && (master.metadata?.namespace ?? 'default') === 'default' && apiServer) byName.set('kubernetes', reachableMaster(master, apiServer))
   return serviceVariables([...byName.values()])
+}
+
+/**
+ * The `kubernetes` Service as in-cluster config must see it on this node:
+ * its ClusterIP is virtual, and nothing on this host may translate it, so
+ * KUBERNETES_SERVICE_HOST/PORT name the API server's address as this host
+ * reaches it (the kubeconfig's), which its serving certificate covers.
+ */
+export function reachableMaster(master: V1Service, apiServer: string): V1Service {
+  const url = new URL(apiServer)
+  const host = url.hostname.replace(/^\[|\]$/g, '')
+  const port = Number(url.port || (url.protocol === 'http:' ? 80 : 443))
+  return {...master, spec: {...master.spec, clusterIP: host, ports: [{name: 'https', port, protocol: 'TCP'}]}}
 }

@@ -15,6 +15,8 @@ export const MaxProbeRedirects = 10
 export interface HandlerContext {
   env: Record<string, string>
   cwd: string
+  /** The argv prefix that runs a command in the container's namespaces (a sandboxed container); cwd is then in its view. */
+  enter?: string[]
   /** Host for httpGet/tcpSocket without a host: loopback (pods are host-network processes). */
   host: string
   ports: V1ContainerPort[]
@@ -56,10 +58,11 @@ export async function runHook(handler: V1LifecycleHandler, ctx: HandlerContext, 
 async function runExec(command: string[], ctx: HandlerContext, timeoutMs: number, signal?: AbortSignal): Promise<HandlerOutcome> {
   const argv = command.map((a) => expand(a, mappingFor(ctx.env)))
   if (argv.length === 0) return {result: 'failure', output: 'exec: no command'}
-  const child = execa(argv[0], argv.slice(1), {
+  const spawned = ctx.enter && ctx.enter.length > 0 ? [...ctx.enter, ...argv] : argv
+  const child = execa(spawned[0], spawned.slice(1), {
     env: ctx.env,
     extendEnv: false,
-    cwd: ctx.cwd,
+    cwd: ctx.enter && ctx.enter.length > 0 ? '/' : ctx.cwd,
     detached: true,
     cleanup: false,
     stdin: 'ignore',

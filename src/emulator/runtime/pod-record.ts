@@ -19,6 +19,8 @@ export interface PodRecord {
   /** Real symlinks made at mountPaths, removed with the pod. */
   links: RealLink[]
   updatedAt: string
+  /** The holder of the pod's shared PID namespace (sandbox/pod-pid-namespace.ts). */
+  pidHolder?: {pid: number; startTicks: number}
   /** The pod as last handed to the runtime: a restarted vnode rebuilds the pod's runtime from it (adopt.ts). */
   pod?: V1Pod
 }
@@ -49,6 +51,10 @@ export interface ContainerRecord {
   exitCode?: number
   /** The running instance's output pipes (container-process.ts). */
   pipes?: OutputPipes
+  /** It runs in a pod sandbox: pid is its PID 1, signalled alone. */
+  sandboxed?: {netns: boolean; sharedPid?: boolean}
+  /** Its process group when not pid's own (a sandbox's bwrap). */
+  pgid?: number
   imageID?: string
   /** The last finished instance, so a restarted vnode reports it. */
   lastExit?: RecordedTermination

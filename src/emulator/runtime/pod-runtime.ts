@@ -16,6 +16,10 @@ import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
 import {constants} from 'node:os'
+import {containerView} from './sandbox/container-view.js'
+import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
+import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
+import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 import {DefaultTerminationGracePeriodSeconds as DefaultTerminationGraceSeconds} from '../provider/pod-defaults.js'
 
@@ -63,6 +67,11 @@ export interface PodRuntimeDeps {
   crashLoop: CrashLoopTiming
   configRetry: {initialMs: number; maxMs: number}
   sandbox: string
+  /** namespaces: each container in a pod sandbox (sandbox/); none: a bare host process. */
+  sandboxMode: SandboxMode
+  dns: PodDNS
+  /** Called with a container's main process host pid before its program runs (cgroups). */
+  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
   /** Called with a fresh copy of the pod whenever the reported status changes. */
   notify(pod: V1Pod): void
 }
@@ -103,6 +112,8 @@ export class PodRuntime {
   private configRetryAt = 0
   private lastNotified = ''
   private closed = false
+  /** shareProcessNamespace in a sandbox: the PID 1 every container joins. */
+  private pidHolder: PidNamespaceHolder | undefined
 
   constructor(
     pod: V1Pod,
@@ -295,6 +306,7 @@ export class PodRuntime {
       return false
     }
     this.volumes = r.volumes
+    this.writePodFiles()
     this.configRetry.reset()
     return true
   }
@@ -327,24 +339,50 @@ export class PodRuntime {
     const program = resolveProgram(c.spec, this.deps.images)
     if (!program.ok) return this.configFailed(c, 'CreateContainerError', program.message)
     const sandbox = this.deps.sandbox
+    const sandboxed = this.deps.sandboxMode === 'namespaces'
     const root = join(sandbox, 'roots', c.name)
-    const runtimeVars = {[VolumeRootEnv]: root}
+    // In a sandbox every mount is at its real path: the root of the view is /, so specs written for either mode work.
+    const runtimeVars: Record<string, string> = {[VolumeRootEnv]: sandboxed ? '/' : root}
     const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, core: this.deps.ctx.core, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env})
     for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
     if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
     const env = envResult.env
-    const rootResult = await prepareContainerRoot(c.spec, sandbox, this.volumes!, env)
-    if (!rootResult.ok) return this.configFailed(c, 'CreateContainerConfigError', rootResult.message)
-    for (const l of rootResult.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
+    let view: ContainerSandboxSpec | undefined
+    let cwd: string
+    if (sandboxed) {
+      const msgFile = this.terminationFile(c)
+      const viewResult = await containerView({
+        pod,
+        container: c.spec,
+        volumes: this.volumes!,
+        env,
+        podFiles: this.podFiles(),
+        terminationFile: msgFile,
+        terminationMessagePath: c.spec.terminationMessagePath || DefaultTerminationMessagePath,
+        hostname: containerHostname(pod),
+        stateDir: this.deps.ctx.stateDir,
+      })
+      if (!viewResult.ok) return this.configFailed(c, 'CreateContainerConfigError', viewResult.message)
+      view = viewResult.spec
+      if (pod.spec?.shareProcessNamespace) view.pidNamespaceOf = (await this.sharedPidNamespace()).pid
+      cwd = c.spec.workingDir || program.program.workingDir || '/'
+      mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
+      writeFileSync(msgFile, '', {mode: 0o600})
+      c.terminationMessageFile = msgFile
+    } else {
+      const rootResult = await prepareContainerRoot(c.spec, sandbox, this.volumes!, env)
+      if (!rootResult.ok) return this.configFailed(c, 'CreateContainerConfigError', rootResult.message)
+      for (const l of rootResult.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
+      cwd = this.workingDir(c, program.program.workingDir, root)
+      const msgFile = join(root, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+      mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
+      writeFileSync(msgFile, '', {mode: 0o600})
+      c.terminationMessageFile = msgFile
+    }
     if (this.finished) return
 
     const mapping = mappingFor(env)
     const argv = program.program.argv.map((a) => expand(a, mapping))
-    const cwd = this.workingDir(c, program.program.workingDir, root)
-    const msgFile = join(root, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
-    mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
-    writeFileSync(msgFile, '', {mode: 0o600})
-    c.terminationMessageFile = msgFile
 
     // The new instance's restartCount: how many instances ran before it.
     const logPath = containerLogFile(this.deps.ctx.stateDir, pod.metadata!.namespace!, pod.metadata!.name!, this.uid, c.name, c.instances)
@@ -361,7 +399,18 @@ export class PodRuntime {
     try {
       const pipes = join(this.deps.sandbox, 'io', `${c.name}-${c.restartCount}`)
       mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
-      proc = await ContainerProcess.start({argv, env, cwd, logPath, pipes, rotation: this.deps.rotation, stdin: c.spec.stdin === true})
+      const beforeExec = this.deps.beforeExec
+      proc = await ContainerProcess.start({
+        argv,
+        env,
+        cwd,
+        logPath,
+        pipes,
+        rotation: this.deps.rotation,
+        stdin: c.spec.stdin === true,
+        sandbox: view,
+        beforeExec: beforeExec ? (pid) => beforeExec(pod, c.name, pid) : undefined,
+      })
     } catch (error) {
       if (!(error instanceof StartError)) throw error
       const now = new Date()
@@ -377,7 +426,7 @@ export class PodRuntime {
     c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
     this.event(c, 'Normal', 'Started', `Started container ${c.name}`)
     this.watchProcess(c, proc)
-    const hctx: HandlerContext = {env, cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+    const hctx = this.handlerContext(c, proc)
     const postStart = c.spec.lifecycle?.postStart
     if (postStart) {
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
@@ -394,7 +443,44 @@ export class PodRuntime {
     void proc.exited.then((exit) => this.onExit(c, proc, exit))
     this.writeRecord()
     this.publish()
-    this.startProbes(c, proc, {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []})
+    this.startProbes(c, proc, this.handlerContext(c, proc))
+  }
+
+  /** Where the container's handlers (probes, hooks) run: its env and cwd, inside its namespaces when it has some. */
+  private handlerContext(c: ContainerState, proc: ContainerProcess): HandlerContext {
+    const enter = proc.enterArgv(proc.cwd)
+    return {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? [], ...(enter.length > 0 ? {enter} : {})}
+  }
+
+  /** The pod's shared PID namespace, started with its first container (the kubelet's pause container). */
+  private async sharedPidNamespace(): Promise<PidNamespaceHolder> {
+    if (holderAlive(this.pidHolder)) return this.pidHolder!
+    const h = await startPidNamespaceHolder(containerHostname(this.pod))
+    h.monitor.unref()
+    this.pidHolder = {pid: h.pid, startTicks: h.startTicks}
+    this.writeRecord()
+    return this.pidHolder
+  }
+
+  /** The host file behind a sandboxed container's terminationMessagePath. */
+  private terminationFile(c: ContainerState): string {
+    return join(this.deps.sandbox, 'termination', c.name)
+  }
+
+  /** The pod's /etc/hosts, /etc/resolv.conf and /etc/hostname (sandbox/pod-files.ts), in its sandbox dir. */
+  private podFiles(): {hosts: string; resolvConf: string; hostname: string} {
+    const dir = join(this.deps.sandbox, 'etc')
+    return {hosts: join(dir, 'hosts'), resolvConf: join(dir, 'resolv.conf'), hostname: join(dir, 'hostname')}
+  }
+
+  /** Written once the volumes are set up, before any container starts (the kubelet writes them with the sandbox). */
+  private writePodFiles(): void {
+    if (this.deps.sandboxMode !== 'namespaces') return
+    const files = this.podFiles()
+    mkdirSync(dirname(files.hosts), {recursive: true, mode: 0o700})
+    writeFileSync(files.hosts, hostsFile(this.pod, [this.deps.node.nodeIP]), {mode: 0o644})
+    writeFileSync(files.resolvConf, resolvConf(this.pod, this.deps.dns), {mode: 0o644})
+    writeFileSync(files.hostname, `${containerHostname(this.pod)}\n`, {mode: 0o644})
   }
 
   /**
@@ -403,7 +489,8 @@ export class PodRuntime {
    * rest keep their last exit, and the next sync restarts them per
    * restartPolicy. Called before any sync pass.
    */
-  restore(found: RestoredContainer[], links: RealLink[]): void {
+  restore(found: RestoredContainer[], links: RealLink[], pidHolder?: PidNamespaceHolder): void {
+    if (holderAlive(pidHolder)) this.pidHolder = pidHolder
     for (const f of found) {
       const c = this.containers.find((x) => x.name === f.name)
       if (!c) continue
@@ -417,7 +504,7 @@ export class PodRuntime {
       c.runningImage = c.spec.image
       c.started = !c.spec.startupProbe
       c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
-      c.terminationMessageFile = join(this.deps.sandbox, 'roots', c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+      c.terminationMessageFile = f.proc.sandboxed ? this.terminationFile(c) : join(this.deps.sandbox, 'roots', c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
       this.watchProcess(c, f.proc)
     }
     this.links = [...links]
@@ -556,7 +643,7 @@ export class PodRuntime {
     c.stopping = (async () => {
       const preStop = c.spec.lifecycle?.preStop
       if (preStop && c.stopDeadline > Date.now()) {
-        const hctx: HandlerContext = {env: proc.env, cwd: proc.cwd, host: ProbeHost, ports: c.spec.ports ?? []}
+        const hctx = this.handlerContext(c, proc)
         const hookAbort = new AbortController()
         const hook = runHook(preStop, hctx, Math.max(0, c.stopDeadline - Date.now()), hookAbort.signal)
         let done = false
@@ -609,6 +696,8 @@ export class PodRuntime {
         if (c.history.length > 0) c.waiting = undefined
         c.ready = false
       }
+      stopPidNamespaceHolder(this.pidHolder)
+      this.pidHolder = undefined
       await this.unmountVolumes()
       this.writeRecord()
       this.publish()
@@ -691,6 +780,7 @@ export class PodRuntime {
       name: m.name!,
       sandbox: this.deps.sandbox,
       links: this.links,
+      ...(this.pidHolder ? {pidHolder: this.pidHolder} : {}),
       updatedAt: new Date().toISOString(),
       pod: this.pod,
       containers: this.containers.map((c) => ({
@@ -705,6 +795,8 @@ export class PodRuntime {
         logPath: c.logPath,
         exitCode: c.lastExit?.exitCode,
         pipes: c.proc?.pipes,
+        sandboxed: c.proc?.sandboxed,
+        pgid: c.proc && c.proc.pgid !== c.proc.pid ? c.proc.pgid : undefined,
         imageID: c.imageID || undefined,
         lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
       })),

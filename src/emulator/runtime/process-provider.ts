@@ -17,6 +17,8 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.j
 import {podSandbox} from './pod-record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
+import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
+import type {SandboxMode} from './sandbox/spec.js'
 import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 
@@ -32,6 +34,12 @@ export interface ProcessProviderOptions {
   memoryBytes?: number
   /** How often an adopted process is checked for its end (adopt.ts). */
   adoptPollMs?: number
+  /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
+  sandbox?: SandboxMode
+  /** The cluster DNS pods' resolv.conf names (sandbox mode). */
+  dns?: Partial<PodDNS>
+  /** Called with each container's main process host pid before its program runs (cgroups). */
+  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
 }
 
 /**
@@ -63,10 +71,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.node = {
       nodeName: ctx.nodeName,
       nodeIP: ctx.nodeIP,
+      apiServer: ctx.apiServer,
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
     }
+  }
+
+  get sandboxMode(): SandboxMode {
+    return this.opts.sandbox ?? 'none'
   }
 
   /** Builds the provider and loads its image map, so a bad --images file fails at startup. */
@@ -107,6 +120,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs)),
         record.links ?? [],
+        record.pidHolder,
       )
       this.pods.set(rt.uid, rt)
     }
@@ -135,6 +149,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
       configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
+      sandboxMode: this.sandboxMode,
+      dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
+      beforeExec: this.opts.beforeExec,
       notify: (p) => this.callback(p),
     })
   }
@@ -199,7 +216,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   async execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void> {
     const proc = this.runningProcess(ref)
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
-    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd}, io)
+    const enter = proc.enterArgv(proc.cwd)
+    const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
     this.trackExec(proc, handle.pgid)
     const code = await handle.done
     // A group that is already empty is forgotten at once, so its id is never signalled after reuse.

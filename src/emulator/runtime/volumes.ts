@@ -1,4 +1,4 @@
-import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeProjection} from '@kubernetes/client-node'
+import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
 import {constants} from 'node:fs'
 import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {dirname, isAbsolute, join, normalize, resolve, sep} from 'node:path'
@@ -296,27 +296,40 @@ export async function prepareContainerRoot(
   const links: RealLink[] = []
   const mounts = [...(container.volumeMounts ?? [])].sort((a, b) => a.mountPath.length - b.mountPath.length)
   for (const m of mounts) {
-    const vol = volumes.get(m.name)
-    if (!vol) return {ok: false, message: `volumeMount "${m.name}": no volume of that name in the pod`}
-    if (!isAbsolute(m.mountPath) || m.mountPath.split('/').includes('..')) return {ok: false, message: `volumeMount "${m.name}": mountPath "${m.mountPath}" must be absolute without '..'`}
-    let target = vol.path
-    const sub = m.subPathExpr ? expand(m.subPathExpr, mappingFor(env)) : m.subPath
-    if (sub) {
-      const bad = checkRelativePath(sub, m.subPathExpr ? 'subPathExpr' : 'subPath')
-      if (bad) return {ok: false, message: `volumeMount "${m.name}": ${bad}`}
-      target = join(vol.path, sub)
-      if (!(await lstat(target).catch(() => undefined))) await mkdir(target, {recursive: true, mode: 0o700}).catch(() => undefined)
-      // A symlink inside the volume could point anywhere: the subPath must resolve inside it.
-      const real = await realpath(target).catch(() => target)
-      const base = await realpath(vol.path).catch(() => vol.path)
-      if (real !== base && !real.startsWith(base + sep)) return {ok: false, message: `volumeMount "${m.name}": subPath "${sub}" resolves outside the volume`}
-    }
+    const src = await mountSource(m, volumes, env)
+    if (!src.ok) return src
+    const target = src.source
     const mirror = join(root, m.mountPath)
     await mkdir(dirname(mirror), {recursive: true, mode: 0o700})
     await replaceLink(mirror, target)
     if (await makeRealLink(m.mountPath, target)) links.push({path: m.mountPath, target})
   }
   return {ok: true, root, links}
+}
+
+/** source: the path as the spec names it; real: where it resolves (what a bind mount takes). */
+export type MountSourceResult = {ok: true; source: string; real: string} | {ok: false; message: string}
+
+/**
+ * Where a volumeMount's content is on this machine: its volume, or the
+ * subPath (subPathExpr expanded) inside it, made when missing, refused when
+ * it escapes the volume (`..`, an absolute path, a symlink pointing out).
+ */
+export async function mountSource(m: V1VolumeMount, volumes: Map<string, MaterialisedVolume>, env: Record<string, string>): Promise<MountSourceResult> {
+  const vol = volumes.get(m.name)
+  if (!vol) return {ok: false, message: `volumeMount "${m.name}": no volume of that name in the pod`}
+  if (!isAbsolute(m.mountPath) || m.mountPath.split('/').includes('..')) return {ok: false, message: `volumeMount "${m.name}": mountPath "${m.mountPath}" must be absolute without '..'`}
+  const sub = m.subPathExpr ? expand(m.subPathExpr, mappingFor(env)) : m.subPath
+  if (!sub) return {ok: true, source: vol.path, real: vol.path}
+  const bad = checkRelativePath(sub, m.subPathExpr ? 'subPathExpr' : 'subPath')
+  if (bad) return {ok: false, message: `volumeMount "${m.name}": ${bad}`}
+  const target = join(vol.path, sub)
+  if (!(await lstat(target).catch(() => undefined))) await mkdir(target, {recursive: true, mode: 0o700}).catch(() => undefined)
+  // A symlink inside the volume could point anywhere: the subPath must resolve inside it.
+  const real = await realpath(target).catch(() => target)
+  const base = await realpath(vol.path).catch(() => vol.path)
+  if (real !== base && !real.startsWith(base + sep)) return {ok: false, message: `volumeMount "${m.name}": subPath "${sub}" resolves outside the volume`}
+  return {ok: true, source: target, real}
 }
 
 async function replaceLink(path: string, target: string): Promise<void> {

@@ -48,6 +48,8 @@ export function Header({model}: {model: DashboardModel}) {
         <Text>{ratio(model.cpuRequested, model.cpuAllocatable, formatCores)}</Text>
         <Text dimColor>{'  '}mem req </Text>
         <Text>{ratio(model.memRequested, model.memAllocatable, formatMem)}</Text>
+        {model.sandbox ? <Text dimColor>{'  '}sandbox </Text> : null}
+        {model.sandbox ? <Text color={model.sandbox === 'none' ? 'yellow' : undefined}>{model.sandbox}</Text> : null}
       </Text>
     </Box>
   )

@@ -8,6 +8,7 @@ export interface NodeView {
   conditions: V1NodeCondition[]
   capacity: Record<string, string>
   allocatable: Record<string, string>
+  labels?: Record<string, string>
 }
 
 /** The event shape the emulator's recorder emits (src/emulator/kube/events.ts RecordedEvent). */

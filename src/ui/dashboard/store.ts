@@ -1,3 +1,4 @@
+import {SandboxLabel} from '../../emulator/runtime/sandbox/spec.js'
 import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
 import {podRequests} from '../../emulator/pods/admission.js'
 import {parseQuantity} from '../../emulator/quantity.js'
@@ -54,6 +55,8 @@ export interface DashboardModel {
   nodeName: string
   server: string
   serverVersion: string
+  /** What the node's pods run inside (its vnode.dev/sandbox label). */
+  sandbox?: string
   now: number
   startedAt: Date
   lastLeaseRenewal?: Date
@@ -330,6 +333,7 @@ export class DashboardStore {
       nodeName: n?.name ?? this.opts.nodeName,
       server: this.feed.server,
       serverVersion: this.feed.serverVersion,
+      sandbox: n?.labels?.[SandboxLabel],
       now,
       startedAt: this.feed.startedAt,
       lastLeaseRenewal: this.feed.lastLeaseRenewal,

@@ -1,0 +1,50 @@
+import type {V1Container, V1Pod} from '@kubernetes/client-node'
+import {mountSource, type MaterialisedVolume} from '../volumes.js'
+import type {ContainerSandboxSpec, SandboxBind} from './spec.js'
+
+/** The per-pod files every container of the pod sees (pod-files.ts writes them). */
+export interface PodFilePaths {
+  hosts: string
+  resolvConf: string
+  hostname: string
+}
+
+export interface ContainerViewInput {
+  pod: V1Pod
+  container: V1Container
+  volumes: Map<string, MaterialisedVolume>
+  env: Record<string, string>
+  podFiles: PodFilePaths
+  /** The host file behind the container's terminationMessagePath. */
+  terminationFile: string
+  terminationMessagePath: string
+  hostname: string
+  /** vnode's state dir: hidden, so no pod sees another's volumes or any log. */
+  stateDir: string
+}
+
+export type ContainerViewResult = {ok: true; spec: ContainerSandboxSpec} | {ok: false; message: string}
+
+/**
+ * The container's sandbox: each volumeMount at its mountPath (subPath and
+ * subPathExpr resolved inside the volume), read-only where asked and for
+ * the API-data volumes (configMap, secret, downwardAPI, projected), which
+ * the kubelet always mounts read-only; the pod's /etc files; the
+ * termination message file. Mounts of the container's own choosing come
+ * after the kubelet's files, so a volume at /etc/hosts wins, as in a pod.
+ */
+export async function containerView(input: ContainerViewInput): Promise<ContainerViewResult> {
+  const binds: SandboxBind[] = [
+    {source: input.podFiles.hosts, target: '/etc/hosts', readOnly: false},
+    {source: input.podFiles.resolvConf, target: '/etc/resolv.conf', readOnly: false},
+    {source: input.podFiles.hostname, target: '/etc/hostname', readOnly: false},
+    {source: input.terminationFile, target: input.terminationMessagePath, readOnly: false},
+  ]
+  const apiData = new Set((input.pod.spec?.volumes ?? []).filter((v) => v.configMap || v.secret || v.downwardAPI || v.projected).map((v) => v.name))
+  for (const m of input.container.volumeMounts ?? []) {
+    const src = await mountSource(m, input.volumes, input.env)
+    if (!src.ok) return src
+    binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name)})
+  }
+  return {ok: true, spec: {hostname: input.hostname, binds, hide: [input.stateDir]}}
+}

@@ -1,0 +1,154 @@
+import {spawn, type ChildProcess} from 'node:child_process'
+import {accessSync, closeSync, constants as fsConstants, openSync, statSync} from 'node:fs'
+import {delimiter, isAbsolute, join, resolve} from 'node:path'
+import type {Readable, Writable} from 'node:stream'
+import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
+import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
+
+/** How long bwrap may take to report its sandboxed PID 1. */
+export const DefaultSandboxStartTimeoutMs = 10_000
+export const NsenterProgram = 'nsenter'
+
+export class SandboxStartError extends Error {}
+
+export interface SandboxedSpawn {
+  /** The argv to run inside, the container's env and its cwd in the container's view. */
+  argv: string[]
+  env: Record<string, string>
+  cwd: string
+  sandbox: ContainerSandboxSpec
+  stdin: 'pipe' | 'ignore'
+  stdout: number | 'ignore'
+  stderr: number | 'ignore'
+  beforeExec?: (pid: number) => Promise<void>
+}
+
+export interface SandboxedChild {
+  /** bwrap itself, vnode's child: its exit status is PID 1's (128+n when a signal ended it). */
+  monitor: ChildProcess
+  /** The host pid of the container's PID 1. */
+  pid: number
+  stdin?: Writable
+}
+
+/**
+ * Starts a container in its sandbox. Whatever a runtime would refuse is
+ * checked first, in the container's view (the working directory, the
+ * program), so it fails as a StartError with runc's words instead of
+ * bwrap's exit status 1.
+ */
+export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild> {
+  const [file] = s.argv
+  if (!file) throw new SandboxStartError('no command to run')
+  checkCwd(s.sandbox, s.cwd)
+  checkProgram(s.sandbox, file, s.env, s.cwd)
+  let args: string[]
+  try {
+    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...withoutBwrapPwd(s.env), ...s.argv]
+  } catch (error) {
+    if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
+    throw error
+  }
+  const command = s.sandbox.netns ? [NsenterProgram, `--net=${s.sandbox.netns}`, '--', BwrapProgram, ...args] : [BwrapProgram, ...args]
+  const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
+  let monitor: ChildProcess
+  try {
+    monitor = spawn(command[0], command.slice(1), {
+      env: s.env,
+      cwd: '/',
+      detached: true,
+      stdio: [s.stdin, s.stdout, s.stderr, 'pipe', 'pipe', ...(pidns !== undefined ? [pidns] : [])],
+    })
+  } finally {
+    if (pidns !== undefined) closeSync(pidns)
+  }
+  const status = monitor.stdio[3] as Readable
+  const block = monitor.stdio[4] as Writable
+  block.on('error', () => undefined)
+  const pid = await childPid(monitor, status)
+  try {
+    await s.beforeExec?.(pid)
+  } catch (error) {
+    process.kill(pid, 'SIGKILL')
+    throw new SandboxStartError((error as Error).message)
+  }
+  block.end('go')
+  status.resume()
+  return {monitor, pid, stdin: monitor.stdin ?? undefined}
+}
+
+/** coreutils' env, which execs the program in its place (it stays PID 1). */
+export const EnvProgram = '/usr/bin/env'
+
+/**
+ * bwrap exports PWD for its --chdir; a runtime sets no such variable, so
+ * it is taken out again unless the container's env has its own.
+ */
+function withoutBwrapPwd(env: Record<string, string>): string[] {
+  return Object.hasOwn(env, 'PWD') ? [] : [EnvProgram, '-u', 'PWD', '--']
+}
+
+/** The first JSON document of bwrap's status fd names the sandboxed PID 1. */
+function childPid(monitor: ChildProcess, status: Readable): Promise<number> {
+  return new Promise((resolvePid, reject) => {
+    let text = ''
+    const timer = setTimeout(() => fail(new SandboxStartError('the sandbox did not start in time')), DefaultSandboxStartTimeoutMs)
+    const fail = (e: Error) => {
+      clearTimeout(timer)
+      status.off('data', onData)
+      monitor.kill('SIGKILL')
+      reject(e)
+    }
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString('utf8')
+      const m = /"child-pid":\s*(\d+)/.exec(text)
+      if (!m) return
+      clearTimeout(timer)
+      status.off('data', onData)
+      resolvePid(Number(m[1]))
+    }
+    status.on('data', onData)
+    monitor.once('error', (e) => fail(new SandboxStartError(e.message)))
+    monitor.once('exit', () => fail(new SandboxStartError('the sandbox ended before its program started')))
+  })
+}
+
+function checkCwd(sandbox: ContainerSandboxSpec, cwd: string): void {
+  const host = hostPathOf(sandbox, cwd)
+  if (host === undefined) return // in /dev or /proc: made fresh in the sandbox
+  try {
+    if (statSync(host).isDirectory()) return
+  } catch {
+    /* missing */
+  }
+  throw new SandboxStartError(`chdir to cwd ("${cwd}") set in config.json failed: no such file or directory`)
+}
+
+/** execvp's lookup, done in the container's view: a path with '/' as is (relative to cwd), else PATH. */
+function checkProgram(sandbox: ContainerSandboxSpec, file: string, env: Record<string, string>, cwd: string): void {
+  const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : (env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(d, file))
+  let denied = false
+  for (const c of candidates) {
+    const host = hostPathOf(sandbox, c)
+    if (host === undefined) return // in a private directory: only the sandbox can tell
+    try {
+      if (!statSync(host).isFile()) continue
+    } catch {
+      continue
+    }
+    try {
+      accessSync(host, fsConstants.X_OK)
+      return
+    } catch {
+      denied = true
+    }
+  }
+  if (denied) throw new SandboxStartError(`exec: "${file}": permission denied`)
+  if (file.includes('/')) throw new SandboxStartError(`exec: "${file}": stat ${file}: no such file or directory`)
+  throw new SandboxStartError(`exec: "${file}": executable file not found in $PATH`)
+}
+
+/** The argv prefix that runs a program in a container's namespaces (exec, probes, hooks). */
+export function enterArgv(pid: number, cwd: string, network: boolean): string[] {
+  return [NsenterProgram, `--target=${pid}`, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wd=${cwd}`, '--']
+}
