@@ -1,5 +1,8 @@
 // Unit tests run anywhere; e2e tests share one real control plane per run
 // (test/e2e/global-setup.mjs) and run one file at a time.
+/** Unit tests fail fast; e2e tests keep the common timeout for a real control plane. */
+const DefaultUnitTestTimeoutMs = 10_000
+
 const common = {
   extensionsToTreatAsEsm: ['.ts', '.tsx'],
   moduleNameMapper: {'^(\\.{1,2}/.*)\\.js$': '$1'},
@@ -14,7 +17,8 @@ const common = {
 
 export default {
   projects: [
-    {...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts?(x)']},
+    // Unit tests fake everything slow: one that waits longer than this is waiting on something real.
+    {...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts?(x)'], testTimeout: DefaultUnitTestTimeoutMs},
     {
       ...common,
       displayName: 'e2e',

@@ -133,12 +133,16 @@ try {
     const v50 = [], v90 = [], v99 = [], f50 = [], f99 = [], d50 = [], d99 = []
     for (let r = 0; r < size.repeats; r++) {
       const v = await startBurst('bench-node', size.start)
-      v50.push(percentile(v.lat, 50)), v90.push(percentile(v.lat, 90)), v99.push(percentile(v.lat, 99))
+      v50.push(percentile(v.lat, 50))
+      v90.push(percentile(v.lat, 90))
+      v99.push(percentile(v.lat, 99))
       const delLat = await deleteAll(v.nsName, v.obs, size.start)
-      d50.push(percentile(delLat, 50)), d99.push(percentile(delLat, 99))
+      d50.push(percentile(delLat, 50))
+      d99.push(percentile(delLat, 99))
       v.obs.stop()
       const f = await startBurst('floor-node', size.start)
-      f50.push(percentile(f.lat, 50)), f99.push(percentile(f.lat, 99))
+      f50.push(percentile(f.lat, 50))
+      f99.push(percentile(f.lat, 99))
       // The floor's deletions are not measured: clear its namespace at once.
       f.obs.stop()
       await dropNamespace(f.nsName)
@@ -177,11 +181,13 @@ try {
     const p50 = [], p99 = [], s50 = [], s99 = []
     for (let r = 0; r < size.repeats; r++) {
       const p = await startBurst('bench-node', size.start)
-      p50.push(percentile(p.lat, 50)), p99.push(percentile(p.lat, 99))
+      p50.push(percentile(p.lat, 50))
+      p99.push(percentile(p.lat, 99))
       p.obs.stop()
       await dropNamespace(p.nsName)
       const s = await startBurst('bench-sandbox', size.start)
-      s50.push(percentile(s.lat, 50)), s99.push(percentile(s.lat, 99))
+      s50.push(percentile(s.lat, 50))
+      s99.push(percentile(s.lat, 99))
       s.obs.stop()
       await dropNamespace(s.nsName)
     }
@@ -255,7 +261,8 @@ try {
     for (let r = 0; r < size.repeats; r++) {
       for (const [label] of modes) {
         const b = await startBurst(`cg-${label}`, size.start)
-        p50[label].push(percentile(b.lat, 50)), p99[label].push(percentile(b.lat, 99))
+        p50[label].push(percentile(b.lat, 50))
+        p99[label].push(percentile(b.lat, 99))
         await deleteAll(b.nsName, b.obs, size.start)
         b.obs.stop()
       }

@@ -1,17 +1,18 @@
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isNotFound} from '../emulator/kube/errors.js'
-import {podStatus} from '../ui/pod-status.js'
+import {EventReason} from '../emulator/kube/event-reasons.js'
+import {DefaultTerminationGracePeriodSeconds} from '../emulator/provider/pod-defaults.js'
+import {podStatus} from '../kubectl/pod-status.js'
 import type {KubeSession} from './session.js'
+import type {KillProgress, KillTarget} from '../kubectl/kill-report.js'
+
+export type {KillProgress, KillTarget}
 
 /** Without --timeout, a pod's wait lasts its grace period plus this margin for the node to report and remove it. */
 export const DefaultKillTimeoutMarginMs = 30_000
-/** kubectl's default grace period when the pod sets none. */
-export const DefaultGracePeriodSeconds = 30
 
-export interface KillTarget {
-  namespace: string
-  name: string
-}
+/** The events a kill reports as they come: the node stopping the pod's containers, or failing to. */
+const KillEventReasons = new Set<string>([EventReason.KillingContainer, 'Stopping', EventReason.ExceededGracePeriod, EventReason.FailedKillPod])
 
 export interface KillOptions {
   /** undefined: the pod's own terminationGracePeriodSeconds. */
@@ -21,16 +22,6 @@ export interface KillOptions {
   timeoutMs?: number
   signal?: AbortSignal
 }
-
-export type KillProgress =
-  | {kind: 'requested'; target: KillTarget; uid: string; gracePeriodSeconds: number; removed: boolean; elapsedMs: number}
-  | {kind: 'not-found'; target: KillTarget}
-  | {kind: 'failed'; target: KillTarget; error: unknown}
-  | {kind: 'status'; target: KillTarget; status: string; elapsedMs: number}
-  | {kind: 'container'; target: KillTarget; container: string; exitCode?: number; signal?: number; reason?: string; elapsedMs: number}
-  | {kind: 'event'; target: KillTarget; reason: string; message: string; elapsedMs: number}
-  | {kind: 'removed'; target: KillTarget; elapsedMs: number}
-  | {kind: 'timeout'; target: KillTarget; elapsedMs: number}
 
 export interface KillResult {
   /** Pods not found, failed to delete, or not removed in time. */
@@ -73,7 +64,7 @@ async function killOne(
     return false
   }
   const uid = pod.metadata?.uid ?? ''
-  const grace = opts.gracePeriodSeconds ?? pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? DefaultGracePeriodSeconds
+  const grace = opts.gracePeriodSeconds ?? pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
   // A pod the server removes at once (grace 0, or never bound to a node) comes back without a deletionTimestamp.
   const removedAtOnce = !pod.metadata?.deletionTimestamp || (await isGone(session, target, uid))
   onProgress({kind: 'requested', target, uid, gracePeriodSeconds: grace, removed: removedAtOnce, elapsedMs: Date.now() - started})
@@ -219,7 +210,7 @@ function follow(
             const t = e.lastTimestamp ? new Date(e.lastTimestamp as string).getTime() : Date.now()
             // Only what happened after the kill was asked for.
             if (t + 1000 < started) return
-            if (e.reason === 'Killing' || e.reason === 'Stopping' || e.reason === 'ExceededGracePeriod' || e.reason === 'FailedKillPod') {
+            if (e.reason && KillEventReasons.has(e.reason)) {
               onProgress({kind: 'event', target, reason: e.reason, message: e.message ?? '', elapsedMs: Date.now() - started})
             }
           },

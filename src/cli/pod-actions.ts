@@ -18,7 +18,7 @@ export function podActions(opts: KubeOptions): {deletePod(namespace: string, nam
       try {
         await s.core.deleteNamespacedPod({name, namespace, gracePeriodSeconds: force ? 0 : undefined})
       } catch (error) {
-        throw new Error(kubectlErrorText(error, s))
+        throw new Error(kubectlErrorText(error, s), {cause: error})
       }
     },
   }

@@ -1,9 +1,10 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import {ListFirst, runWatchLoop, type WatchEventType} from '../emulator/kube/watch-loop.js'
+import {ListFirst, runWatchLoop} from '../emulator/kube/watch-loop.js'
+import type {PodWatchHandle, WatchEventType} from '../kubectl/pod-watch.js'
 import {NodeMarkerLabel, PodPidsAnnotation} from '../emulator/node/node-status.js'
 import type {KubeSession} from './session.js'
 import {SandboxLabel} from '../emulator/runtime/sandbox/spec.js'
-import {PodSandboxAnnotation} from '../ui/pods-printer.js'
+import {PodSandboxAnnotation} from '../kubectl/pods-printer.js'
 
 export interface PodQuery {
   /** undefined: all namespaces (-A). */
@@ -57,13 +58,7 @@ export async function listPodsOn(session: KubeSession, q: PodQuery, nodes: strin
   return {pods, nodes, resourceVersion: rvs.sort((a, b) => Number(b) - Number(a))[0]}
 }
 
-export type {WatchEventType}
-
-export interface PodWatchHandle {
-  stop(): void
-  /** Settles when the watch ends for good (stop(), or an error it cannot recover from). */
-  done: Promise<void>
-}
+export type {PodWatchHandle, WatchEventType}
 
 /** The first wait before re-opening a watch or relisting after a failure; it doubles up to DefaultRewatchMaxDelayMs. */
 export const DefaultRewatchDelayMs = 500

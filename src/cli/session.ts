@@ -2,7 +2,8 @@ import type * as k8s from '@kubernetes/client-node'
 import {Errors} from '@oclif/core'
 import {loadKubeConfig} from '../emulator/kube/client.js'
 import {statusCode} from '../emulator/kube/errors.js'
-import {formatElapsed, parseDuration} from './duration.js'
+import {parseDuration} from './duration.js'
+import {formatElapsed} from '../kubectl/duration.js'
 import type {KubeFlagValues} from './flags.js'
 
 /** What a command needs to talk to the API server as kubectl would. */

@@ -1,5 +1,5 @@
 import {join} from 'node:path'
-import {type CertPair, createCa, issueCert} from './pki.js'
+import {type CertPair, createCa, issueCert} from '../common/pki.js'
 
 /**
  * The aggregation layer: the API server proxies /apis/metrics.k8s.io (and

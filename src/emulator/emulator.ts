@@ -3,13 +3,14 @@ import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
 import {homedir, hostname} from 'node:os'
 import {join} from 'node:path'
-import {freePort, portOr} from '../cluster/ports.js'
+import {freePort, portOr} from '../common/ports.js'
 import {UserError} from '../errors.js'
 import type {ServiceLister} from './kube/service-lister.js'
 import type {ObjectManager} from './kube/object-manager.js'
 import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
 import {EventRecorder, type RecordedEvent} from './kube/events.js'
+import {EventReason} from './kube/event-reasons.js'
 import {chooseNodeIP} from './node/addresses.js'
 import {goArch} from './node/host.js'
 import {LeaseController} from './node/lease-controller.js'
@@ -17,8 +18,11 @@ import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
 import type {AdmissionNode} from './pods/admission.js'
+import type {MirrorOwner} from './pods/mirror.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
+import type {ContainerLogs} from './provider/logs.js'
+import {CriContainerLogs} from './runtime/container-logs.js'
 import {parseQuantity} from './quantity.js'
 import {VnodeVersion, TargetKubernetesVersion} from './version.js'
 import type {AuthorizationMode} from './server/auth.js'
@@ -67,8 +71,6 @@ export interface EmulatorOptions extends KubeOptions {
 
 /** How long stop() lets pods terminate at most (each within its own grace). */
 export const DefaultShutdownGraceSeconds = 30
-/** Admission reads the Node at most this often. */
-export const DefaultAdmissionNodeCacheMs = 1_000
 
 export type StartupStep = 'connect' | 'register' | 'ready'
 
@@ -131,6 +133,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private services: ServiceLister | undefined
   private objects: ObjectManager | undefined
   private nodeIP = ''
+  private logs: ContainerLogs | undefined
   private kubeletServer: KubeletServer | undefined
   /** Ends the loops (lease, status, watches). */
   private readonly abort = new AbortController()
@@ -193,6 +196,16 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
 
   /** The pods of this node, each with the status as last written (deep copies). */
   /** Per pod and container usage measured by the provider (empty when it measures none). */
+  /**
+   * The node's container logs (virtual-kubelet's GetContainerLogs), one
+   * reader of the runtime's CRI log files for the kubelet API and the
+   * dashboard, choosing files from the pods as last known.
+   */
+  get containerLogs(): ContainerLogs {
+    this.logs ??= new CriContainerLogs(this.stateDir, this.kubeletSources().pods)
+    return this.logs
+  }
+
   usage(): PodUsage[] {
     return this.provider?.usage?.() ?? []
   }
@@ -285,7 +298,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     if (stopped()) return
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
     await this.startKubeletServer(config)
-    void this.recorder.record(this.nodeController.ref, 'Normal', 'Starting', 'Starting vnode.')
+    void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
     this.lease = new LeaseController(this.clients.coordination, {name: this.opts.name, uid: node.metadata!.uid!}, {
       renewIntervalMs: this.opts.leaseRenewIntervalMs,
       onRenew: (at) => {
@@ -315,7 +328,10 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     if (stopped()) return
     const watcher = new NodeWatcher({kc: this.clients.kc, core: this.clients.core, name: this.opts.name, counter: this.clients.counter}, {
       modified: (n) => this.nodeController.observe(n),
-      deleted: () => void this.nodeController.ensureRegistered(),
+      deleted: () => {
+        this.nodeController.observeDeleted()
+        void this.nodeController.ensureRegistered()
+      },
     })
     this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
     if (this.opts.provider) await this.startPods(this.opts.provider)
@@ -355,6 +371,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: this.provider,
       recorder: this.recorder,
       node: this.admissionNode(),
+      nodeOwner: () => this.mirrorOwner(),
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
       manifestsDir: this.opts.manifestsDir,
@@ -367,27 +384,21 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await this.podController.start()
   }
 
-  /** The Node as admission sees it: read from the API (briefly cached), else our own view. */
+  /** The Node as admission sees it: the watched copy, else our own view (not registered again yet). */
   private admissionNode(): () => Promise<AdmissionNode> {
-    let cached: {at: number; node: AdmissionNode} | undefined
     return async () => {
-      if (cached && Date.now() - cached.at < DefaultAdmissionNodeCacheMs) return cached.node
       const own = this.nodeController.config
-      let node: AdmissionNode
-      try {
-        const n = await this.clients.core.readNode({name: this.opts.name})
-        node = {
-          name: this.opts.name,
-          labels: n.metadata?.labels ?? {},
-          taints: n.spec?.taints ?? [],
-          allocatable: (n.status?.allocatable ?? this.nodeController.snapshot().allocatable) as Record<string, string>,
-        }
-      } catch {
-        node = {name: own.name, labels: own.labels, taints: own.taints, allocatable: this.nodeController.snapshot().allocatable}
-      }
-      cached = {at: Date.now(), node}
-      return node
+      const allocatable = this.nodeController.snapshot().allocatable
+      const n = this.nodeController.watched()
+      if (!n) return {name: own.name, labels: own.labels, taints: own.taints, allocatable}
+      return {name: this.opts.name, labels: n.metadata?.labels ?? {}, taints: n.spec?.taints ?? [], allocatable: (n.status?.allocatable ?? allocatable) as Record<string, string>}
     }
+  }
+
+  /** The owner of mirror pods: the watched Node, while it exists. */
+  private async mirrorOwner(): Promise<MirrorOwner | undefined> {
+    const uid = this.nodeController.watched()?.metadata?.uid
+    return uid ? {name: this.opts.name, uid} : undefined
   }
 
   /** Stop accepting pods, terminate them within their grace (bounded), stop the watch, close the provider. */
@@ -438,6 +449,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       stateDir: this.stateDir,
       sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
       sources: this.kubeletSources(),
+      logs: this.containerLogs,
       anonymousAuth: o.anonymousAuth ?? false,
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),

@@ -1,5 +1,5 @@
-import type {KillProgress} from '../cli/kill-service.js'
-import {formatElapsed} from '../cli/duration.js'
+import type {KillProgress} from '../kubectl/kill-report.js'
+import {formatElapsed} from '../kubectl/duration.js'
 import {paint} from './color.js'
 
 export interface KillLine {

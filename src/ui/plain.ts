@@ -1,6 +1,6 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import type {Emulator} from '../emulator/emulator.js'
-import {podReady, podRestarts, podStatus} from './pod-status.js'
+import {podReady, podRestarts, podStatus} from '../kubectl/pod-status.js'
 
 export type OutputFormat = 'plain' | 'json'
 
@@ -24,6 +24,7 @@ export function attachPlainRenderer(emulator: Emulator, format: OutputFormat, ou
       const key = `${row.ready} ${row.status} ${row.restartCount}`
       if (lastPodLine.get(uid) === key) return
       lastPodLine.set(uid, key)
+      // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the line carries RESTARTS as printed, not the bare count
       const {restartCount: _, ...fields} = row
       write('pod', `${row.namespace}/${row.name} ${row.ready} ${row.status} ${row.restarts}`, fields)
     },

@@ -1,8 +1,8 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import type {PodWatchHandle, WatchEventType} from '../cli/pods-service.js'
-import {serializePod, serializePods, toYaml} from '../cli/serialize.js'
+import type {PodWatchHandle, WatchEventType} from '../kubectl/pod-watch.js'
+import {serializePod, serializePods, toYaml} from '../kubectl/serialize.js'
 import {isInteractive} from './terminal.js'
-import {podName, podsTable, PodWatchPrinter} from './pods-printer.js'
+import {podName, podsTable, PodWatchPrinter} from '../kubectl/pods-printer.js'
 
 export type PodsFormat = 'table' | 'wide' | 'json' | 'yaml' | 'name'
 

@@ -57,7 +57,7 @@ export async function buildKubelet(log = (line) => console.error(line)) {
     await rename(tmp, target)
   } catch (error) {
     await rm(tmp, {force: true})
-    throw new Error(`building the kubelet failed: ${error.shortMessage ?? error.message}`)
+    throw new Error(`building the kubelet failed: ${error.shortMessage ?? error.message}`, {cause: error})
   }
   log(`kubelet ${version}: built in ${Math.round((Date.now() - started) / 1000)}s`)
   return target

@@ -308,7 +308,7 @@ export async function startReferenceNode({clusterDir, dir, name, log = (l) => co
   } catch (error) {
     const tailLog = await readFile(join(dir, 'logs', 'kubelet.log'), 'utf8').catch(() => '')
     await stopReferenceNode({dir, log}).catch(() => undefined)
-    throw new Error(`${error.message}\n${tailLog.split('\n').slice(-10).join('\n')}`)
+    throw new Error(`${error.message}\n${tailLog.split('\n').slice(-10).join('\n')}`, {cause: error})
   }
 }
 

@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {freePort} from '../../src/cluster/ports.js'
+import {freePort} from '../../src/common/ports.js'
 import {primaryAddress} from '../../src/emulator/node/host.js'
 import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
 

@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync, mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {freePort} from '../../src/cluster/ports.js'
+import {freePort} from '../../src/common/ports.js'
 import {type Clients, clients, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 

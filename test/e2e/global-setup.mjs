@@ -23,7 +23,7 @@ export default async function globalSetup() {
       kubectl = findBinaries().kubectl
     } catch (error) {
       const reason = `control plane binaries could not be built: ${error.message}`
-      if (process.env.CI === 'true') throw new Error(reason)
+      if (process.env.CI === 'true') throw new Error(reason, {cause: error})
       process.stderr.write(`\n\n!!!!!!!!!! E2E SUITE SKIPPED: ${reason} !!!!!!!!!!\n\n`)
       process.env[E2eEnv.skip] = reason
       return

@@ -1,6 +1,6 @@
 import {execa} from 'execa'
 import {request} from 'node:http'
-import {routeDevice} from '../../src/cluster/services/service-route.js'
+import {routeDevice} from '../../src/common/service-route.js'
 
 /**
  * Never dial an address whose route leaves this machine: a ClusterIP or pod

@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {createCa, issueCert} from '../../src/cluster/pki.js'
+import {createCa, issueCert} from '../../src/common/pki.js'
 import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode} from './helpers.js'
 import {direct} from './server-helpers.js'
 

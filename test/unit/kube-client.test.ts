@@ -6,7 +6,7 @@ import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import type {TLSSocket} from 'node:tls'
 import {kubeconfigYaml} from '../../src/cluster/controlplane.js'
-import {createCa, issueCert} from '../../src/cluster/pki.js'
+import {createCa, issueCert} from '../../src/common/pki.js'
 import {makeClients, RequestCounter, resourceOf} from '../../src/emulator/kube/client.js'
 
 describe('resourceOf', () => {

@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
-import {mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'

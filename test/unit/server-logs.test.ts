@@ -5,9 +5,9 @@ import {open} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
 import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
-import {planContainerLogs} from '../../src/emulator/server/container-logs.js'
+import {planContainerLogs} from '../../src/emulator/runtime/log-plan.js'
 import {type LogOptions, parseLogOptions} from '../../src/emulator/server/log-options.js'
-import {readLogFile, rfc3339Nano, tailStart} from '../../src/emulator/server/log-reader.js'
+import {readLogFile, rfc3339Nano, tailStart} from '../../src/emulator/runtime/log-reader.js'
 import {nameProblem} from '../../src/emulator/server/validate.js'
 
 const base: LogOptions = {follow: false, previous: false, timestamps: false, stream: 'All'}

@@ -2,14 +2,16 @@ import {describe, expect, test} from '@jest/globals'
 import {mkdtempSync, appendFileSync, mkdirSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
-import {formatElapsed, parseDuration} from '../../src/cli/duration.js'
+import {parseDuration} from '../../src/cli/duration.js'
+import {formatElapsed} from '../../src/kubectl/duration.js'
 import {newExits} from '../../src/cli/kill-service.js'
 import {kubectlErrorText} from '../../src/cli/session.js'
+import {CriContainerLogs} from '../../src/emulator/runtime/container-logs.js'
 import {PodLogTail} from '../../src/ui/dashboard/log-tail.js'
 import {killProgressLine} from '../../src/ui/kill-progress.js'
 import {LogLinePrinter} from '../../src/ui/log-lines.js'
 import {noResourcesMessage} from '../../src/ui/pods-output.js'
-import {podPids, podsTable, PodWatchPrinter} from '../../src/ui/pods-printer.js'
+import {podPids, podsTable, PodWatchPrinter} from '../../src/kubectl/pods-printer.js'
 import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
 import {pod} from './fixtures/fake-feed.js'
 
@@ -102,30 +104,38 @@ describe('log lines', () => {
     expect(a.slice(0, 5)).not.toBe(b.slice(0, 5)) // different colours
   })
 
-  test('the log pane follows the CRI files: appended lines only, partial records joined, a restart starts the new file', () => {
+  test('the log pane follows the container logs: appended lines only, partial records joined, a restart starts the new file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vnode-logtail-'))
+    const p = pod('web', {phase: 'Running', containers: ['app']})
+    const tail = new PodLogTail(new CriContainerLogs(dir, () => [p], 10), 3)
+    // Lines arrive from the follow between polls.
+    const settle = () => new Promise((r) => setTimeout(r, 100))
     try {
-      const p = pod('web', {phase: 'Running', containers: ['app']})
       const file0 = containerLogFile(dir, 'default', 'web', p.metadata!.uid!, 'app', 0)
       mkdirSync(dirname(file0), {recursive: true})
-      const tail = new PodLogTail(dir, 3)
       expect(tail.poll(p)).toBe(false)
       appendFileSync(file0, formatCriLine('stdout', 'one') + formatCriLine('stderr', 'tw', 'P') + formatCriLine('stderr', 'o'))
+      await settle()
       expect(tail.poll(p)).toBe(true)
       expect(tail.lines).toEqual([
         {container: 'app', stream: 'stdout', text: 'one'},
         {container: 'app', stream: 'stderr', text: 'two'},
       ])
       appendFileSync(file0, formatCriLine('stdout', 'three').slice(0, 10)) // half a record
+      await settle()
       expect(tail.poll(p)).toBe(false)
       appendFileSync(file0, formatCriLine('stdout', 'three').slice(10))
+      await settle()
       expect(tail.poll(p)).toBe(true)
       p.status!.containerStatuses![0].restartCount = 1
       const file1 = containerLogFile(dir, 'default', 'web', p.metadata!.uid!, 'app', 1)
       appendFileSync(file1, formatCriLine('stdout', 'after restart'))
+      tail.poll(p)
+      await settle()
       expect(tail.poll(p)).toBe(true)
       expect(tail.lines.map((l) => l.text)).toEqual(['two', 'three', 'after restart']) // bounded to 3
     } finally {
+      tail.close()
       rmSync(dir, {recursive: true, force: true})
     }
   })

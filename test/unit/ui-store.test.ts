@@ -1,4 +1,5 @@
 import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
+import {podRequests} from '../../src/emulator/pods/admission.js'
 import {DashboardStore, podRequest, toneOf} from '../../src/ui/dashboard/store.js'
 import {FakeFeed, nodeView, pod} from './fixtures/fake-feed.js'
 
@@ -143,5 +144,18 @@ describe('dashboard store', () => {
     expect(podRequest(p, 'cpu')).toBeCloseTo(0.5)
     p.spec!.overhead = {cpu: '50m'}
     expect(podRequest(p, 'cpu')).toBeCloseTo(0.55)
+  })
+
+  test('the header counts requests as admission does: a limit stands in for a missing request, sidecars add to a later init', () => {
+    const p = pod('x', {cpu: '100m'})
+    p.spec!.containers[0].resources = {limits: {cpu: '200m', memory: '64Mi'}}
+    p.spec!.initContainers = [
+      {name: 'proxy', restartPolicy: 'Always', resources: {requests: {cpu: '300m'}}},
+      {name: 'migrate', resources: {requests: {cpu: '400m'}}},
+    ]
+    const admitted = podRequests(p)
+    expect(podRequest(p, 'cpu')).toBeCloseTo(admitted.cpu / 1000)
+    expect(podRequest(p, 'cpu')).toBeCloseTo(0.7) // max(200m + 300m, 300m + 400m)
+    expect(podRequest(p, 'memory')).toBe(64 * 2 ** 20)
   })
 })

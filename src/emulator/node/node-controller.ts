@@ -66,6 +66,8 @@ const MergeOptions = setHeaderOptions('Content-Type', PatchStrategy.MergePatch)
  */
 export class NodeController extends EventEmitter {
   private node: V1Node | undefined
+  /** The watch saw the Node deleted and it is not registered again yet. */
+  private gone = false
   private lastReported: V1NodeStatus | undefined
   private lastReportAt = 0
   private conditions: V1NodeCondition[] | undefined
@@ -186,6 +188,7 @@ export class NodeController extends EventEmitter {
   observe(node: V1Node): void {
     const uidChanged = this.node !== undefined && node.metadata?.uid !== this.node.metadata?.uid
     this.node = node
+    this.gone = false
     if (uidChanged) this.emit('registered', node)
     if (!this.conditions || this.shuttingDown) return
     const server = node.status?.conditions ?? []
@@ -197,6 +200,20 @@ export class NodeController extends EventEmitter {
       this.forceNext = true
       this.notify()
     }
+  }
+
+  /**
+   * The Node as the API server has it, from the watch (or registration):
+   * what admission and mirror pods read instead of a GET. Undefined while
+   * the Node is deleted or being deleted.
+   */
+  watched(): V1Node | undefined {
+    return this.gone || this.node?.metadata?.deletionTimestamp ? undefined : this.node
+  }
+
+  /** The watch saw the Node deleted: no copy until it is registered again. */
+  observeDeleted(): void {
+    this.gone = true
   }
 
   /** Non-blocking: ask the status loop to look again now. */
@@ -272,11 +289,13 @@ export class NodeController extends EventEmitter {
     if (this.opts.reregister === false || this.shuttingDown) return undefined
     try {
       this.node = await this.core.readNode({name: this.name})
+      this.gone = false
       return this.node
     } catch (error) {
       if (!isNotFound(error)) return undefined
     }
     await this.register()
+    this.gone = false
     this.emit('registered', this.node)
     await this.syncStatus(true).catch(() => undefined)
     return this.node

@@ -5,6 +5,7 @@ import {type FSWatcher, watch} from 'node:fs'
 import {open, readdir, stat} from 'node:fs/promises'
 import {join} from 'node:path'
 import {ConfigHashAnnotation} from './config.js'
+import {DefaultTerminationGracePeriodSeconds} from '../provider/pod-defaults.js'
 
 /** The kubelet's fileCheckFrequency: the directory is listed again this often, besides the change notifications. */
 export const DefaultFileCheckIntervalMs = 20_000
@@ -60,7 +61,7 @@ export function staticPodUID(pod: V1Pod, nodeName: string, path: string): string
 function applyApiDefaults(pod: V1Pod): void {
   const spec = pod.spec!
   spec.restartPolicy ??= 'Always'
-  spec.terminationGracePeriodSeconds ??= 30
+  spec.terminationGracePeriodSeconds ??= DefaultTerminationGracePeriodSeconds
   spec.dnsPolicy ??= 'ClusterFirst'
   spec.schedulerName ??= 'default-scheduler'
   for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {

@@ -186,7 +186,7 @@ export class MirrorManager {
     slot.timer = undefined
     const s = slot
     s.running = (async () => {
-      let failed = false
+      let failed: boolean
       do {
         s.again = false
         failed = !(await this.reconcileOnce(name, s).catch(() => false))

@@ -1,4 +1,5 @@
 import type {CoreV1Api, KubeConfig, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
+import {EventReason} from '../kube/event-reasons.js'
 import {EventEmitter} from 'node:events'
 import {resolve} from 'node:path'
 import type {RequestCounter} from '../kube/client.js'
@@ -51,7 +52,7 @@ export interface PodControllerOptions {
 }
 
 /** Why a static pod manifest was skipped (the kubelet's reason for pods from a config source that fail validation). */
-export const FailedValidationReason = 'FailedValidation'
+export const FailedValidationReason = EventReason.FailedValidation
 
 export interface PodControllerEvents {
   pod: [pod: V1Pod]

@@ -3,6 +3,7 @@ import {Backoff} from '../kube/backoff.js'
 import type {EventType} from '../kube/events.js'
 import type {PodLifecycleHandler} from '../provider/handler.js'
 import {isInvalidInput, isNotFound} from '../provider/errdefs.js'
+import {DefaultTerminationGracePeriodSeconds} from '../provider/pod-defaults.js'
 import {isTerminalPhase, type StatusOverride} from './status.js'
 
 /** How often a running pod is checked against the provider (the kubelet's syncFrequency, jittered by half). */
@@ -11,8 +12,6 @@ export const ResyncJitterFactor = 0.5
 /** Retry after a failed provider call (the kubelet's backOffPeriod is 10 s). */
 export const DefaultWorkerRetryInitialMs = 1_000
 export const DefaultWorkerRetryMaxMs = 10_000
-/** The API server's default terminationGracePeriodSeconds, for pods without one. */
-export const DefaultTerminationGracePeriodSeconds = 30
 /** Whatever happens, a pod gets at least this much time to stop ("we always supply a grace period of 1"). */
 export const MinimumGracePeriodSeconds = 1
 

@@ -469,7 +469,7 @@ async function makePipes(pipes: OutputPipes): Promise<void> {
   try {
     await fifos.make([pipes.stdout, pipes.stderr])
   } catch (error) {
-    throw new Error(`cannot create the container's output pipes: ${(error as Error).message}`)
+    throw new Error(`cannot create the container's output pipes: ${(error as Error).message}`, {cause: error})
   }
 }
 

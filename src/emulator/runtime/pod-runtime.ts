@@ -27,11 +27,10 @@ import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/p
 import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
 import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
+import {DefaultTerminationGracePeriodSeconds as DefaultTerminationGraceSeconds} from '../provider/pod-defaults.js'
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
 export const MinimumKillGraceMs = 2_000
-/** The API default terminationGracePeriodSeconds. */
-export const DefaultTerminationGraceSeconds = 30
 /** Retrying a container whose config (ConfigMap, Secret, volume) is missing: from 1 s, doubling to 8 s. */
 export const DefaultConfigRetryInitialMs = 1_000
 export const DefaultConfigRetryMaxMs = 8_000

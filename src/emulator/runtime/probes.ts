@@ -1,4 +1,5 @@
 import type {V1Probe} from '@kubernetes/client-node'
+import {EventReason} from '../kube/event-reasons.js'
 import {runProbeAction, type HandlerContext} from './handlers.js'
 
 export type ProbeKind = 'liveness' | 'readiness' | 'startup'
@@ -85,9 +86,9 @@ export class ProbeWorker {
     let result: ProbeResult = 'Success'
     if (outcome.result === 'failure') {
       result = 'Failure'
-      this.cb.event('Warning', 'Unhealthy', `${title} probe failed: ${outcome.output}`)
+      this.cb.event('Warning', EventReason.ContainerUnhealthy, `${title} probe failed: ${outcome.output}`)
     } else if (outcome.result === 'warning') {
-      this.cb.event('Warning', 'ProbeWarning', `${title} probe warning: ${outcome.output}`)
+      this.cb.event('Warning', EventReason.ContainerProbeWarning, `${title} probe warning: ${outcome.output}`)
     }
     this.resultRun = this.lastResult === result ? this.resultRun + 1 : 1
     this.lastResult = result

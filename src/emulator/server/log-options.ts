@@ -3,18 +3,9 @@
  * (the API server forwards its own, already validated, options this way).
  */
 
-export type LogStreamSelection = 'All' | 'Stdout' | 'Stderr'
+import type {LogOptions, LogStreamSelection} from '../provider/logs.js'
 
-export interface LogOptions {
-  follow: boolean
-  previous: boolean
-  timestamps: boolean
-  /** Epoch milliseconds; lines stamped earlier are skipped. */
-  sinceMs?: number
-  tailLines?: number
-  limitBytes?: number
-  stream: LogStreamSelection
-}
+export type {LogOptions, LogStreamSelection} from '../provider/logs.js'
 
 export class LogOptionsError extends Error {}
 

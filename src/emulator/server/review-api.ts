@@ -12,7 +12,7 @@ export function apiReviewer(authentication: AuthenticationV1Api, authorization: 
         if (!s?.authenticated || !s.user?.username) return {authenticated: false, error: s?.error}
         return {authenticated: true, user: {name: s.user.username, uid: s.user.uid, groups: s.user.groups ?? [], extra: s.user.extra}}
       } catch (error) {
-        throw new Error(describeApiError(error))
+        throw new Error(describeApiError(error), {cause: error})
       }
     },
     async subjectAccessReview(user: UserInfo, attrs: AccessAttributes): Promise<boolean> {
@@ -32,7 +32,7 @@ export function apiReviewer(authentication: AuthenticationV1Api, authorization: 
         })
         return r.status?.allowed === true && r.status.denied !== true
       } catch (error) {
-        throw new Error(describeApiError(error))
+        throw new Error(describeApiError(error), {cause: error})
       }
     },
   }

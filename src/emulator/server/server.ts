@@ -6,9 +6,10 @@ import {UserError} from '../../errors.js'
 import type {ContainerStreaming} from '../provider/streaming.js'
 import {serveAttach} from './attach.js'
 import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
-import {planContainerLogs} from './container-logs.js'
 import {LogOptionsError, parseLogOptions} from './log-options.js'
-import {readLogFile} from './log-reader.js'
+import {CriContainerLogs} from '../runtime/container-logs.js'
+import {LogFormatter} from '../runtime/log-reader.js'
+import {type ContainerLogs, isContainerLogRefusal} from '../provider/logs.js'
 import {serveExec} from './exec.js'
 import {MetricsContentType, resourceMetrics} from './metrics.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
@@ -47,6 +48,8 @@ export interface KubeletServerOptions {
   reviewer: Reviewer
   readNode?: () => NodeUsage
   followPollMs?: number
+  /** The runtime's container logs; default: the CRI log files under stateDir for the pods of sources. */
+  logs?: ContainerLogs
   /** The runtime's exec and attach (read on each request: the runtime may come later than the server). */
   streaming?: () => ContainerStreaming | undefined
   /** The kubelet's streamCreationTimeout and streamingConnectionIdleTimeout (default 30 s and 4 h). */
@@ -104,9 +107,11 @@ export class KubeletServer {
   private readonly routes = new Map<string, Handler>()
   private readonly sessions = new Set<Cuttable>()
   private readonly streamingDeps: StreamingDeps
+  private readonly logs: ContainerLogs
   cert?: ServingCert
 
   constructor(private readonly opts: KubeletServerOptions) {
+    this.logs = opts.logs ?? new CriContainerLogs(opts.stateDir, opts.sources.pods, opts.followPollMs)
     this.auth = new KubeletAuth({
       nodeName: opts.nodeName,
       anonymousAuth: opts.anonymousAuth,
@@ -288,8 +293,8 @@ export class KubeletServer {
       if (error instanceof LogOptionsError) return send(res, 400, error.message)
       throw error
     }
-    const plan = planContainerLogs(this.opts.stateDir, this.opts.sources.pods, namespace, pod, container, opts.previous)
-    if (!plan.ok) return send(res, plan.status, plan.message)
+    const log = this.logs.getContainerLogs({namespace, pod, container}, opts.previous)
+    if (isContainerLogRefusal(log)) return send(res, log.status, log.message)
     res.writeHead(200, {'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff'})
     // The kubelet flushes at once, so a following client sees the response start before any line.
     res.flushHeaders()
@@ -310,7 +315,14 @@ export class KubeletServer {
         abort.signal.addEventListener('abort', done, {once: true})
       })
     try {
-      await readLogFile(plan.file, opts, write, opts.follow ? {ended: plan.ended, signal: abort.signal, pollMs: this.opts.followPollMs} : undefined)
+      const fmt = new LogFormatter(opts, write)
+      await log.read(
+        async (record) => {
+          await fmt.record(record)
+          return fmt.done
+        },
+        {tailLines: opts.tailLines, follow: opts.follow ? {signal: abort.signal} : undefined},
+      )
       res.end()
     } finally {
       res.off('close', onClose)

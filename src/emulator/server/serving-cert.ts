@@ -2,7 +2,7 @@ import {X509Certificate} from 'node:crypto'
 import {readFile, rm} from 'node:fs/promises'
 import {isIP} from 'node:net'
 import {join} from 'node:path'
-import {type CertPair, createCa, issueCert} from '../../cluster/pki.js'
+import {type CertPair, createCa, issueCert} from '../../common/pki.js'
 
 /**
  * The kubelet's self-signed serving certificate, made the vnode way: a CA

@@ -1,3 +1,4 @@
+import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import {Box, Text, useInput} from 'ink'
 import {useReducer, useRef, useSyncExternalStore} from 'react'
 import {Details} from './Details.js'
@@ -6,6 +7,7 @@ import type {DashboardActions} from './feed.js'
 import {Footer, type Mode} from './Footer.js'
 import {Header} from './Header.js'
 import {Help} from './Help.js'
+import {keyAction} from './keys.js'
 import {LogPane, useLogTail} from './LogPane.js'
 import {PodTable} from './PodTable.js'
 import type {DashboardStore, PodView} from './store.js'
@@ -14,7 +16,8 @@ import {useTerminalSize} from './use-terminal-size.js'
 export interface DashboardProps {
   store: DashboardStore
   actions: DashboardActions
-  stateDir?: string
+  /** The node's container logs, for the log pane. */
+  logs?: ContainerLogs
 }
 
 interface UiState {
@@ -35,7 +38,7 @@ interface Confirm {
 const HeaderLines = 3
 const FooterLines = 1
 
-export function Dashboard({store, actions, stateDir}: DashboardProps) {
+export function Dashboard({store, actions, logs}: DashboardProps) {
   const model = useSyncExternalStore(store.subscribe, store.getSnapshot)
   const {columns, rows} = useTerminalSize()
   // UI state lives in a ref that key handling reads and writes directly: keys typed faster than
@@ -55,7 +58,7 @@ export function Dashboard({store, actions, stateDir}: DashboardProps) {
   }
   const selected = selectedIndex(model.rows)
   const current: PodView | undefined = model.rows[selected]
-  const logLines = useLogTail(mode === 'logs' ? stateDir : undefined, mode === 'logs' ? current?.pod : undefined)
+  const logLines = useLogTail(mode === 'logs' ? logs : undefined, mode === 'logs' ? current?.pod : undefined)
 
   const kill = async (c: Confirm) => {
     set({note: `${c.force ? 'force ' : ''}kill requested: ${c.namespace}/${c.name}`})
@@ -90,20 +93,36 @@ export function Dashboard({store, actions, stateDir}: DashboardProps) {
       if (key.escape || input === '?' || input === 'q') set({mode: 'table'})
       return
     }
-    if (input === 'q') return quit()
-    if (input === '?') return set({mode: 'help'})
-    if (key.upArrow || input === 'k') return move(-1)
-    if (key.downArrow || input === 'j') return move(1)
-    if (key.pageUp) return move(-10)
-    if (key.pageDown) return move(10)
-    if (key.escape || key.backspace) return set({mode: 'table'})
-    if (input === 's') return store.cycleSort()
-    if (input === 'S') return store.reverseSort()
+    const action = keyAction(input, key)
+    switch (action) {
+      case 'quit':
+        return quit()
+      case 'help':
+        return set({mode: 'help'})
+      case 'up':
+        return move(-1)
+      case 'down':
+        return move(1)
+      case 'pageUp':
+        return move(-10)
+      case 'pageDown':
+        return move(10)
+      case 'back':
+        return set({mode: 'table'})
+      case 'sort':
+        return store.cycleSort()
+      case 'reverseSort':
+        return store.reverseSort()
+    }
     if (!cur) return
-    if (key.return) return set({mode: now.mode === 'details' ? 'table' : 'details', selectedUid: cur.uid})
-    if (input === 'l') return set({mode: now.mode === 'logs' ? 'table' : 'logs', selectedUid: cur.uid})
-    if (input === 'x' || input === 'X') {
-      set({mode: 'confirm', selectedUid: cur.uid, confirm: {uid: cur.uid, namespace: cur.namespace, name: cur.name, force: input === 'X'}})
+    switch (action) {
+      case 'details':
+        return set({mode: now.mode === 'details' ? 'table' : 'details', selectedUid: cur.uid})
+      case 'logs':
+        return set({mode: now.mode === 'logs' ? 'table' : 'logs', selectedUid: cur.uid})
+      case 'kill':
+      case 'forceKill':
+        return set({mode: 'confirm', selectedUid: cur.uid, confirm: {uid: cur.uid, namespace: cur.namespace, name: cur.name, force: action === 'forceKill'}})
     }
   })
 

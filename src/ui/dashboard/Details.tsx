@@ -1,7 +1,7 @@
 import type {V1ContainerState, V1ContainerStatus, V1Pod, V1Probe} from '@kubernetes/client-node'
 import {Box, Text} from 'ink'
 import type {ReactElement} from 'react'
-import {humanAge, podStatus} from '../pod-status.js'
+import {humanAge, podStatus} from '../../kubectl/pod-status.js'
 import type {EventLine} from './store.js'
 
 export function stateText(s: V1ContainerState | undefined, now: number): string {

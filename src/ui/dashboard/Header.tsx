@@ -1,6 +1,6 @@
 import type {V1NodeCondition} from '@kubernetes/client-node'
 import {Box, Text} from 'ink'
-import {humanAge} from '../pod-status.js'
+import {humanAge} from '../../kubectl/pod-status.js'
 import {type DashboardModel, formatCores, formatMem} from './store.js'
 
 const ConditionOrder = ['Ready', 'MemoryPressure', 'DiskPressure', 'PIDPressure']

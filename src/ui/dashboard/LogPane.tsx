@@ -2,26 +2,30 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {Box, Text} from 'ink'
 import {useEffect, useRef, useState} from 'react'
 import {type Color, Palette} from '../color.js'
+import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import {DefaultLogPollMs, type LogLine, PodLogTail} from './log-tail.js'
 
-/** Follows the pod's log files while mounted; the timer stops when the pane closes. */
-export function useLogTail(stateDir: string | undefined, pod: V1Pod | undefined, pollMs = DefaultLogPollMs): LogLine[] {
+/** Follows the pod's container logs while mounted; the timer and the follows stop when the pane closes. */
+export function useLogTail(logs: ContainerLogs | undefined, pod: V1Pod | undefined, pollMs = DefaultLogPollMs): LogLine[] {
   const [lines, setLines] = useState<LogLine[]>([])
   const uid = pod?.metadata?.uid
   // The latest pod object says which file is current, so restarts are followed.
   const latest = useRef(pod)
   latest.current = pod
   useEffect(() => {
-    if (!stateDir || !latest.current) return
-    const tail = new PodLogTail(stateDir)
+    if (!logs || !latest.current) return
+    const tail = new PodLogTail(logs)
     setLines([])
     const poll = () => {
       if (latest.current && tail.poll(latest.current)) setLines(tail.lines.slice())
     }
     poll()
     const timer = setInterval(poll, pollMs)
-    return () => clearInterval(timer)
-  }, [stateDir, uid, pollMs])
+    return () => {
+      clearInterval(timer)
+      tail.close()
+    }
+  }, [logs, uid, pollMs])
   return lines
 }
 

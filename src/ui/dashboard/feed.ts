@@ -1,4 +1,5 @@
 import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import type {PodUsage} from '../../emulator/provider/usage.js'
 
 /** What the dashboard needs of a node snapshot (src/emulator/node/node-controller.ts NodeSnapshot). */
@@ -35,28 +36,53 @@ export function flattenUsage(pods: PodUsage[]): ContainerSample[] {
   )
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- listeners of differently typed events
-export type Listener = (...args: any[]) => void
+/**
+ * The feed's events and their arguments, a subset of the Emulator's
+ * (src/emulator/emulator.ts EmulatorEvents): a step of the start-up, a node
+ * snapshot, a lease renewal, a recorded event, an error, a stopping note, and
+ * the pod feed: `pod` (the latest V1Pod with status) and `podRemoved` (a UID).
+ */
+export interface DashboardFeedEvents {
+  step: [step: string, detail: string]
+  node: [snapshot: NodeView]
+  lease: [renewedAt: Date]
+  event: [event: FeedEvent]
+  error: [message: string]
+  stopping: [detail: string]
+  pod: [pod: V1Pod]
+  podRemoved: [uid: string]
+}
+
+export type FeedEventName = keyof DashboardFeedEvents
+export type FeedListener<K extends FeedEventName> = (...args: DashboardFeedEvents[K]) => void
+/** One listener for each of the feed's events. */
+export type FeedListeners = {[K in FeedEventName]: FeedListener<K>}
+
+/** on/off as one overload per event, which an EventEmitter<EmulatorEvents> satisfies. */
+type Subscribe = {
+  [K in FeedEventName]: (x: (event: K, listener: FeedListener<K>) => unknown) => void
+}[FeedEventName] extends (x: infer I) => void
+  ? I
+  : never
 
 /**
  * The read-only feed of one node the dashboard renders; the Emulator
- * (src/emulator/emulator.ts) is one. Events: step, node, lease, event, error,
- * stopping, and the pod feed: `pod` (the latest V1Pod with status) and
- * `podRemoved` (a pod UID). pods() and usage() are optional so the dashboard
- * works with a node that does not run pods yet.
+ * (src/emulator/emulator.ts) is one; its events are DashboardFeedEvents.
+ * pods() and usage() are optional so the dashboard works with a node that
+ * does not run pods yet.
  */
 export interface DashboardFeed {
   readonly serverVersion: string
   readonly server: string
   readonly startedAt: Date
   readonly lastLeaseRenewal: Date | undefined
-  /** Where container logs live (src/emulator/runtime/log-layout.ts). */
-  readonly stateDir?: string
+  /** The node's container logs (the runtime's reader of its CRI log files). */
+  readonly containerLogs?: ContainerLogs
   node?(): NodeView | undefined
   pods?(): V1Pod[]
   usage?(): PodUsage[]
-  on(event: string, listener: Listener): unknown
-  off(event: string, listener: Listener): unknown
+  on: Subscribe
+  off: Subscribe
 }
 
 /** What the dashboard asks of the outside world: kills go through the API, never to processes. */

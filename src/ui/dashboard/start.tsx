@@ -21,7 +21,7 @@ export function startDashboard(feed: DashboardFeed, opts: {nodeName: string; act
   const stdout = opts.stdout ?? process.stdout
   const store = new DashboardStore(feed, {nodeName: opts.nodeName}).start()
   stdout.write(EnterAltScreen)
-  const app = render(<Dashboard store={store} actions={opts.actions} stateDir={feed.stateDir} />, {
+  const app = render(<Dashboard store={store} actions={opts.actions} logs={feed.containerLogs} />, {
     stdout,
     exitOnCtrlC: false,
     maxFps: DashboardMaxFps,

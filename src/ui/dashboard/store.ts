@@ -1,8 +1,9 @@
 import {SandboxLabel} from '../../emulator/runtime/sandbox/spec.js'
-import type {V1Container, V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
+import {podRequests} from '../../emulator/pods/admission.js'
 import {parseQuantity} from '../../emulator/quantity.js'
-import {humanAge, podReady, podRestarts, podStatus} from '../pod-status.js'
-import {type DashboardFeed, type FeedEvent, flattenUsage, type Listener, type NodeView} from './feed.js'
+import {humanAge, podReady, podRestarts, podStatus} from '../../kubectl/pod-status.js'
+import {type DashboardFeed, type FeedEvent, type FeedListeners, flattenUsage, type NodeView} from './feed.js'
 
 /** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
 export const DefaultRedrawIntervalMs = 100
@@ -97,29 +98,21 @@ export function toneOf(status: string, ready: string): Tone {
   return 'pending'
 }
 
-function sumRequests(containers: V1Container[] | undefined, resource: 'cpu' | 'memory'): number {
-  let total = 0
-  for (const c of containers ?? []) {
-    const q = c.resources?.requests?.[resource]
-    if (q !== undefined) {
-      try {
-        total += parseQuantity(String(q))
-      } catch {
-        /* an invalid quantity never reached a running pod */
-      }
-    }
-  }
-  return total
-}
-
-/** A pod's effective request, as the scheduler counts it: max(sum of app + sidecars, largest init) plus overhead. */
+/**
+ * A pod's effective request in cores or bytes: admission's podRequests (the
+ * scheduler's count: app containers and sidecars, max'ed with each init
+ * container and the sidecars before it, limits standing in for missing
+ * requests, plus overhead), so the header agrees with what admission admits.
+ */
 export function podRequest(pod: V1Pod, resource: 'cpu' | 'memory'): number {
-  const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always')
-  const inits = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy !== 'Always')
-  const app = sumRequests(pod.spec?.containers, resource) + sumRequests(sidecars, resource)
-  const init = Math.max(0, ...inits.map((c) => sumRequests([c], resource)))
-  const overhead = pod.spec?.overhead?.[resource] !== undefined ? parseQuantity(String(pod.spec.overhead[resource])) : 0
-  return Math.max(app, init) + overhead
+  let requests: Record<string, number>
+  try {
+    requests = podRequests(pod)
+  } catch {
+    return 0 // an invalid quantity never reached a running pod
+  }
+  const v = requests[resource] ?? 0
+  return resource === 'cpu' ? v / 1000 : v
 }
 
 function isTerminal(pod: V1Pod): boolean {
@@ -154,6 +147,19 @@ interface PodUsage {
   pids: number[]
 }
 
+/** Adds (on) or removes (off) one listener per feed event, each typed by its event. */
+function listen(feed: DashboardFeed, how: 'on' | 'off', h: FeedListeners): void {
+  const subscribe = feed[how].bind(feed)
+  subscribe('step', h.step)
+  subscribe('node', h.node)
+  subscribe('lease', h.lease)
+  subscribe('event', h.event)
+  subscribe('error', h.error)
+  subscribe('stopping', h.stopping)
+  subscribe('pod', h.pod)
+  subscribe('podRemoved', h.podRemoved)
+}
+
 /**
  * Turns the node's feed into the dashboard's model: pods by UID, sorted rows,
  * a bounded event feed, header figures. Changes mark it dirty; listeners are
@@ -178,7 +184,7 @@ export class DashboardStore {
   private lastFlush = -Infinity
   private dirty = false
   private version = 0
-  private readonly handlers: Record<string, Listener>
+  private readonly handlers: FeedListeners
   private readonly redrawMs: number
   private readonly maxEvents: number
   /** Number of times listeners were told (for tests and for measuring redraw cost). */
@@ -191,20 +197,20 @@ export class DashboardStore {
     this.redrawMs = opts.redrawIntervalMs ?? DefaultRedrawIntervalMs
     this.maxEvents = opts.maxEvents ?? DefaultMaxEvents
     this.handlers = {
-      step: (step: string, detail: string) => this.update(() => this.steps.push({step, detail})),
-      node: (s: NodeView) => this.update(() => (this.node = s)),
+      step: (step, detail) => this.update(() => this.steps.push({step, detail})),
+      node: (s) => this.update(() => (this.node = s)),
       lease: () => this.markDirty(),
-      event: (e: FeedEvent) => this.update(() => this.pushEvent(e)),
-      error: (m: string) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
-      stopping: (d: string) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
-      pod: (p: V1Pod) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
-      podRemoved: (uid: string) => this.update(() => this.removePod(uid)),
+      event: (e) => this.update(() => this.pushEvent(e)),
+      error: (m) => this.update(() => (this.errors = [...this.errors, m].slice(-DefaultMaxNotes))),
+      stopping: (d) => this.update(() => (this.stopping = [...this.stopping, d].slice(-DefaultMaxNotes))),
+      pod: (p) => this.update(() => p.metadata?.uid && this.pods.set(p.metadata.uid, p)),
+      podRemoved: (uid) => this.update(() => this.removePod(uid)),
     }
     this.model = this.build()
   }
 
   start(): this {
-    for (const [name, fn] of Object.entries(this.handlers)) this.feed.on(name, fn)
+    listen(this.feed, 'on', this.handlers)
     this.node = this.feed.node?.() ?? this.node
     for (const p of this.feed.pods?.() ?? []) if (p.metadata?.uid) this.pods.set(p.metadata.uid, p)
     this.tick = setInterval(() => this.markDirty(), this.opts.tickMs ?? DefaultTickMs)
@@ -217,7 +223,7 @@ export class DashboardStore {
   }
 
   dispose(): void {
-    for (const [name, fn] of Object.entries(this.handlers)) this.feed.off(name, fn)
+    listen(this.feed, 'off', this.handlers)
     for (const t of [this.timer, this.tick, this.usagePoll]) if (t) clearTimeout(t)
     this.timer = this.tick = this.usagePoll = undefined
     this.listeners.clear()

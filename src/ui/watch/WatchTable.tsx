@@ -1,11 +1,11 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {Box, Text, useApp, useInput} from 'ink'
 import {useEffect, useSyncExternalStore} from 'react'
-import {podCells, podsHeader} from '../pods-printer.js'
+import {podCells, podsHeader} from '../../kubectl/pods-printer.js'
 import {toneOf} from '../dashboard/store.js'
 import {type Column, Table} from '../dashboard/Table.js'
 import {useTerminalSize} from '../dashboard/use-terminal-size.js'
-import {podReady, podStatus} from '../pod-status.js'
+import {podReady, podStatus} from '../../kubectl/pod-status.js'
 import type {PodWatchStore} from './watch-store.js'
 
 /** Ages in the live table move once a second. */

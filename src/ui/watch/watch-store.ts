@@ -1,5 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import type {WatchEventType} from '../../cli/pods-service.js'
+import type {WatchEventType} from '../../kubectl/pod-watch.js'
 import {sortPodsByName} from './sort.js'
 
 /** Redraws of the live `pods -w` table are coalesced to at most ten a second. */

@@ -49,7 +49,7 @@ export function writeCg(dir: string, file: string, value: string | number): void
     writeFileSync(join(dir, file), String(value))
   } catch (error) {
     const e = error as NodeJS.ErrnoException
-    throw new Error(`cannot write ${value} to ${join(dir, file)}: ${e.code ?? e.message}`)
+    throw new Error(`cannot write ${value} to ${join(dir, file)}: ${e.code ?? e.message}`, {cause: error})
   }
 }
 
@@ -102,7 +102,7 @@ export function removeTree(dir: string): void {
     rmdirSync(dir)
   } catch (error) {
     const e = error as NodeJS.ErrnoException
-    if (e.code !== 'ENOENT') throw new Error(`cannot remove cgroup ${dir}: ${e.code ?? e.message}`)
+    if (e.code !== 'ENOENT') throw new Error(`cannot remove cgroup ${dir}: ${e.code ?? e.message}`, {cause: error})
   }
 }
 

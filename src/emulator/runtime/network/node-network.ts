@@ -1,5 +1,5 @@
 import type {CoreV1Api, KubeConfig} from '@kubernetes/client-node'
-import {routeDevice, ServiceRouteInterface} from '../../../cluster/services/service-route.js'
+import {routeDevice, ServiceRouteInterface} from '../../../common/service-route.js'
 import {detectPodNetwork, type PodNetworkRequest} from './detect.js'
 import type {PodNetwork} from './pod-network.js'
 import {createPodNetwork} from './setup.js'

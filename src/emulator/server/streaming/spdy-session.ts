@@ -286,7 +286,7 @@ export class SpdySession extends EventEmitter<{close: []}> {
     const stream = new SpdyStream(this, id, headers)
     this.streams.set(id, stream)
     if (flags & FlagUnidirectional) stream.localClosed = true
-    let accepted = false
+    let accepted: boolean
     try {
       accepted = this.opts.onStream(stream)
     } catch {

@@ -1,11 +1,13 @@
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {readdirSync} from 'node:fs'
-import {containerLogDir, containerLogFile} from '../runtime/log-layout.js'
-import type {PodLister} from './sources.js'
-import {isUid} from './validate.js'
+import {isUid} from '../server/validate.js'
+import {containerLogDir, containerLogFile} from './log-layout.js'
+
+/** The node's pods as last known, with their status. */
+export type PodLister = () => V1Pod[]
 
 /**
- * Which log file a /containerLogs request reads, decided from the pod's last
+ * Which log file a container-logs read takes, decided from the pod's last
  * known status as the kubelet's validateContainerLogStatus does, with the
  * kubelet's messages. Instances are the <restartCount>.log files of the layout.
  */

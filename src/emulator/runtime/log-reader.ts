@@ -1,14 +1,15 @@
 import {open, stat, type FileHandle} from 'node:fs/promises'
-import {parseCriLine, type CriLogLine} from '../runtime/log-layout.js'
-import type {LogOptions} from './log-options.js'
+import type {LogOptions} from '../provider/logs.js'
+import {parseCriLine, type CriLogLine} from './log-layout.js'
 
 /**
- * Reads one container instance's CRI log file the way the kubelet does
- * (pkg/kubelet/kuberuntime/logs): tail on file records first, then the
- * since and stream filters; partial (P) records are joined to the next one;
- * timestamps are the record's, in RFC3339Nano; limitBytes cuts the output.
- * With follow, new records are sent as they are written until the container
- * ends, then the rest of the file is drained.
+ * The one reader of the CRI log files, the way the kubelet reads them
+ * (pkg/kubelet/kuberuntime/logs): tail on file records first; with follow,
+ * new records as they are written until the container ends (a rotated or
+ * truncated file is followed into its successor), then the rest of the file
+ * is drained. readLogFile adds the kubelet API's output on top: the since and
+ * stream filters, partial (P) records joined to the next one, timestamps in
+ * RFC3339Nano, limitBytes.
  */
 
 export const DefaultFollowPollMs = 200
@@ -51,7 +52,8 @@ export async function tailStart(fh: FileHandle, size: number, n: number): Promis
   return 0
 }
 
-class Formatter {
+/** The kubelet API's rendering of records: stream and since filters, timestamps, limitBytes (done once reached). */
+export class LogFormatter {
   private written = 0
   done = false
 
@@ -66,11 +68,8 @@ class Formatter {
     return this.opts.sinceMs === undefined || line.time.getTime() >= this.opts.sinceMs
   }
 
-  async record(raw: string): Promise<void> {
-    if (this.done) return
-    const line = parseCriLine(raw)
-    // The kubelet logs and skips records it cannot parse.
-    if (!line || !this.selected(line)) return
+  async record(line: CriLogLine): Promise<void> {
+    if (this.done || !this.selected(line)) return
     let out = `${this.opts.timestamps ? `${rfc3339Nano(line.timestamp)} ` : ''}${line.content}${line.tag === 'F' ? '\n' : ''}`
     if (this.opts.limitBytes !== undefined) {
       const left = this.opts.limitBytes - this.written
@@ -107,10 +106,29 @@ async function openIfExists(file: string): Promise<FileHandle | undefined> {
   }
 }
 
+/** A record to its reader; true when the reader wants no more. */
+export type RecordSink = (record: CriLogLine) => Promise<boolean | void> | boolean | void
+
 /** Streams the log file to write; returns when done, the limit is reached, or follow ends or is aborted. */
 export async function readLogFile(file: string, opts: LogOptions, write: LogWrite, follow?: FollowControl): Promise<void> {
-  const fmt = new Formatter(opts, write)
+  const fmt = new LogFormatter(opts, write)
+  await readCriRecords(file, opts.tailLines, async (line) => {
+    await fmt.record(line)
+    return fmt.done
+  }, follow)
+}
+
+/**
+ * Every parseable record of the file in order, from the last tailLines ones
+ * (all without), to sink; with follow, until the container ends or the
+ * signal aborts. Records it cannot parse are skipped, as the kubelet does.
+ */
+export async function readCriRecords(file: string, tailLines: number | undefined, sink: RecordSink, follow?: FollowControl): Promise<void> {
   const pollMs = follow?.pollMs ?? DefaultFollowPollMs
+  const record = async (raw: string): Promise<boolean> => {
+    const line = parseCriLine(raw)
+    return line ? (await sink(line)) === true : false
+  }
   let fh = await openIfExists(file)
   // Following a file not yet created: wait for it or for the end of the container.
   while (!fh && follow && !follow.signal.aborted && !follow.ended()) {
@@ -120,7 +138,7 @@ export async function readLogFile(file: string, opts: LogOptions, write: LogWrit
   if (!fh) return
   try {
     let {size, ino} = await fh.stat()
-    let offset = opts.tailLines !== undefined ? await tailStart(fh, size, opts.tailLines) : 0
+    let offset = tailLines !== undefined ? await tailStart(fh, size, tailLines) : 0
     let pending = Buffer.alloc(0)
     const buf = Buffer.alloc(ChunkBytes)
     for (;;) {
@@ -132,9 +150,9 @@ export async function readLogFile(file: string, opts: LogOptions, write: LogWrit
         pending = Buffer.concat([pending, buf.subarray(0, bytesRead)])
         let nl
         while ((nl = pending.indexOf(0x0a)) >= 0) {
-          await fmt.record(pending.subarray(0, nl).toString())
+          const stop = await record(pending.subarray(0, nl).toString())
           pending = pending.subarray(nl + 1)
-          if (fmt.done) return
+          if (stop) return
         }
       }
       if (!follow || follow.signal.aborted) break
@@ -156,7 +174,7 @@ export async function readLogFile(file: string, opts: LogOptions, write: LogWrit
       }
     }
     // A last record without its newline (the writer stopped mid-line).
-    if (pending.length > 0 && (!follow || !follow.signal.aborted)) await fmt.record(pending.toString())
+    if (pending.length > 0 && (!follow || !follow.signal.aborted)) await record(pending.toString())
   } finally {
     await fh.close().catch(() => undefined)
   }

@@ -1,5 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import {podList} from '../ui/pods-printer.js'
+import {podList} from './pods-printer.js'
 
 /**
  * Pods as the API server's JSON (field names and RFC 3339 times), not as the

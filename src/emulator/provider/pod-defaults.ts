@@ -1,0 +1,8 @@
+/**
+ * The API server's defaults for pod fields that the node relies on
+ * (pkg/apis/core/v1/defaults.go); one definition for the pod workers, the
+ * runtime, the static pod source and `kubectl vnode kill`.
+ */
+
+/** spec.terminationGracePeriodSeconds for a pod that sets none. */
+export const DefaultTerminationGracePeriodSeconds = 30
