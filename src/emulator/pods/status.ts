@@ -107,7 +107,8 @@ function convertStatuses(
         started: r.started ?? running,
         state: r.state && Object.keys(r.state).length ? r.state : {waiting: {reason: waitingReason}},
         ...volumeMountStatuses(c),
-        ...(r.containerID ? runtimeResources(c) : {}),
+        // What the runtime actuated (its cgroups, a pending resize) wins over the spec's.
+        ...(r.containerID ? {...runtimeResources(c), ...(r.resources ? {resources: r.resources} : {}), ...(r.allocatedResources ? {allocatedResources: r.allocatedResources} : {})} : {}),
       }
     }
     const p = previous?.find((s) => s.name === c.name)
