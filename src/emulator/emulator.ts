@@ -18,7 +18,6 @@ import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
 import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
 import type {AdmissionNode} from './pods/admission.js'
-import type {MirrorOwner} from './pods/mirror.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
 import type {ContainerLogs} from './provider/logs.js'
@@ -371,7 +370,6 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: this.provider,
       recorder: this.recorder,
       node: this.admissionNode(),
-      nodeOwner: () => this.mirrorOwner(),
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
       manifestsDir: this.opts.manifestsDir,
@@ -393,12 +391,6 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       if (!n) return {name: own.name, labels: own.labels, taints: own.taints, allocatable}
       return {name: this.opts.name, labels: n.metadata?.labels ?? {}, taints: n.spec?.taints ?? [], allocatable: (n.status?.allocatable ?? allocatable) as Record<string, string>}
     }
-  }
-
-  /** The owner of mirror pods: the watched Node, while it exists. */
-  private async mirrorOwner(): Promise<MirrorOwner | undefined> {
-    const uid = this.nodeController.watched()?.metadata?.uid
-    return uid ? {name: this.opts.name, uid} : undefined
   }
 
   /** Stop accepting pods, terminate them within their grace (bounded), stop the watch, close the provider. */

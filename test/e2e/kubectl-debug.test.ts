@@ -1,5 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa} from 'execa'
+import {rmSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
@@ -48,6 +49,8 @@ class Terminal {
 
   async close(): Promise<void> {
     await this.tmux(['kill-server'])
+    // tmux leaves its socket file behind.
+    rmSync(join(process.env.TMUX_TMPDIR ?? '/tmp', `tmux-${process.getuid?.() ?? 0}`, this.socket), {force: true})
   }
 }
 

@@ -204,7 +204,7 @@ export class NodeController extends EventEmitter {
 
   /**
    * The Node as the API server has it, from the watch (or registration):
-   * what admission and mirror pods read instead of a GET. Undefined while
+   * what admission reads instead of a GET. Undefined while
    * the Node is deleted or being deleted.
    */
   watched(): V1Node | undefined {
