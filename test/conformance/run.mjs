@@ -29,7 +29,7 @@ const log = (l) => console.error(l)
 const cli = join(repoRoot, 'bin', 'kubectl-vnode')
 
 async function freePorts(n) {
-  const {freePort} = await import(join(repoRoot, 'dist/cluster/ports.js'))
+  const {freePort} = await import(join(repoRoot, 'dist/common/ports.js'))
   const out = new Set()
   while (out.size < n) out.add(await freePort('0.0.0.0'))
   return [...out]
