@@ -113,7 +113,7 @@ export default class Up extends Command {
           throw new UserError(error.message)
         })
         // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
-        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids'], network, dns: {clusterDNS: await clusterDnsFor(ctx.core)}})
+        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids'], network, dns: {clusterDNS: await clusterDnsFor(ctx.services)}})
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

@@ -1,3 +1,4 @@
+import type {ServiceLookup} from '../../kube/service-lister.js'
 import type {CoreV1Api, KubeConfig} from '@kubernetes/client-node'
 import {routeDevice, ServiceRouteInterface} from '../../../common/service-route.js'
 import {detectPodNetwork, type PodNetworkRequest} from './detect.js'
@@ -36,8 +37,9 @@ export async function podNetworkFor(
  * ClusterIP, used only when this host routes it to a local device (kube-proxy
  * and the service route are there), so no lookup leaves the machine.
  */
-export async function clusterDnsFor(core: CoreV1Api): Promise<string[]> {
-  const svc = await core.readNamespacedService({name: 'kube-dns', namespace: 'kube-system'}).catch(() => undefined)
+export async function clusterDnsFor(services: ServiceLookup): Promise<string[]> {
+  // From the node's Service watch: no request of its own.
+  const svc = (await services.list('kube-system').catch(() => [])).find((s) => s.metadata?.name === 'kube-dns')
   const ip = svc?.spec?.clusterIP
   if (!ip || ip === 'None') return []
   const dev = await routeDevice(ip)
