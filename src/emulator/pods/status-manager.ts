@@ -367,5 +367,8 @@ export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus 
   if (Array.isArray(s.conditions)) {
     for (const c of s.conditions as Array<Record<string, unknown>>) for (const k of ConditionOptionalFields) if (c[k] === undefined) c[k] = null
   }
+  // podIPs merge by ip: an address that changed (the node's, then the pod network's) replaces the list, never joins it.
+  const ips = (x: V1PodStatus | undefined) => JSON.stringify((x?.podIPs ?? []).map((p) => p.ip))
+  if (Array.isArray(s.podIPs) && before?.podIPs?.length && ips(before) !== ips(status)) s.podIPs = [{$patch: 'replace'}, ...(s.podIPs as unknown[])]
   return {metadata: {uid}, status: s}
 }
