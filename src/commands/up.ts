@@ -58,7 +58,7 @@ export default class Up extends Command {
       default: 'auto',
     }),
     'pod-network': Flags.string({
-      description: 'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox), on, off (the host network)',
+      description: 'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox, when the API server is not on loopback: in-cluster config must reach it), on, off (the host network)',
       options: ['auto', 'on', 'off'],
       default: 'auto',
     }),

@@ -79,7 +79,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     savedKubeconfig = process.env[E2eEnv.kubeconfig]
     process.env[E2eEnv.kubeconfig] = join(dir, 'cluster', 'kubeconfig')
     c = await clients()
-    node = startVnode(nodeName, ['--sandbox', 'namespaces'])
+    node = startVnode(nodeName, ['--sandbox', 'namespaces', '--pod-network', 'on'])
     await node.ready()
     await c.core.createNamespace({body: {metadata: {name: ns}}})
     await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
@@ -203,7 +203,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     const before = await pods('web')
     node.child.kill('SIGKILL')
     await node.exited
-    node = startVnode(nodeName, ['--sandbox', 'namespaces'])
+    node = startVnode(nodeName, ['--sandbox', 'namespaces', '--pod-network', 'on'])
     await node.ready()
     await waitFor(async () => (await pods('web')).every((p) => p.status?.containerStatuses?.[0]?.ready), 'replicas Ready again', 30_000, 500)
     const after = await pods('web')

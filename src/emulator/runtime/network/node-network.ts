@@ -22,6 +22,11 @@ export async function podNetworkFor(
   sandboxed: boolean,
   log: (line: string) => void,
 ): Promise<PodNetwork | undefined> {
+  const server = ctx.kc?.getCurrentCluster()?.server
+  if (requested === 'auto' && server && isLoopbackServer(server)) {
+    log(`pod network: off, pods use the host network: the API server is on loopback (${server}), which a pod's own network namespace cannot reach, and in-cluster config must (--pod-network on to have it anyway)`)
+    return undefined
+  }
   const d = await detectPodNetwork(requested, sandboxed)
   if (!d.enabled) {
     if (requested === 'auto') log(`pod network: off, pods use the host network: ${d.reason}`)
@@ -30,6 +35,12 @@ export async function podNetworkFor(
   const net = await createPodNetwork(ctx)
   log(`pod network: bridge ${net.config.bridge}, pod CIDR ${net.config.podCidr}`)
   return net
+}
+
+/** An API server only this host's loopback reaches (the local control plane of `cluster up`). */
+export function isLoopbackServer(server: string): boolean {
+  const host = new URL(server).hostname.replace(/^\[|\]$/g, '')
+  return host === 'localhost' || host === '::1' || /^127\./.test(host)
 }
 
 /**
