@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
-import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
+import {describeE2e, kubectl, stopAllVnodes, testEnv, uniqueName} from './helpers.js'
 
 /** Writes what the process sees (env, cwd) to the file named by its second argument, then keeps running. */
 const reportScript = `require('fs').writeFileSync(process.argv[2], JSON.stringify({env: process.env, cwd: process.cwd()})); setInterval(() => {}, 1000)`
@@ -98,7 +98,8 @@ describeE2e('kubectl: container env as the process sees it', () => {
     const specNames = pod.spec!.containers[0].env!.map((e) => e.name)
     const allowed = new Set([...specNames, 'CM_LEVEL', 'CM_color', 'PASSWORD', 'PATH', 'HOME', 'HOSTNAME', 'VNODE_VOLUME_ROOT'])
     expect(Object.keys(env).filter((k) => !allowed.has(k) && !/^KUBERNETES_(SERVICE|PORT)/.test(k))).toEqual([])
-    expect(env.PATH).toBe('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin')
+    // The PATH `up` was started with, so the user's toolchain is found (nothing else of vnode's environment).
+    expect(env.PATH).toBe(testEnv().PATH)
 
     const side = JSON.parse(await f.file('side.json')) as {env: Record<string, string>; cwd: string}
     expect(side.env.VNODE_VOLUME_ROOT).toBeTruthy()
