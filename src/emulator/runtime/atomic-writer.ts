@@ -145,8 +145,8 @@ async function clearDir(dir: string): Promise<void> {
   for (const e of await readdir(dir)) await removeTree(join(dir, e))
 }
 
-/** rm -r that also handles read-only directories. */
-async function removeTree(path: string): Promise<void> {
+/** rm -r that also handles read-only directories (volumes are made of them). */
+export async function removeTree(path: string): Promise<void> {
   const st = await lstat(path).catch(() => undefined)
   if (!st) return
   if (st.isDirectory()) {

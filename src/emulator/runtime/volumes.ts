@@ -1,10 +1,10 @@
 import type {CoreV1Api, V1Container, V1KeyToPath, V1Pod, V1Volume, V1VolumeMount, V1VolumeProjection} from '@kubernetes/client-node'
 import {constants} from 'node:fs'
-import {access, chmod, lstat, mkdir, readlink, readdir, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
+import {access, chmod, lstat, mkdir, readlink, realpath, rm, stat, symlink, writeFile} from 'node:fs/promises'
 import {dirname, isAbsolute, join, sep} from 'node:path'
 import {describeApiError} from '../kube/errors.js'
 import type {ObjectLookup} from '../kube/object-manager.js'
-import {PayloadError, writeAtomic} from './atomic-writer.js'
+import {PayloadError, removeTree, writeAtomic} from './atomic-writer.js'
 import {podFieldValue, resourceFieldValue, type NodeFacts} from './env.js'
 import {expand, mappingFor} from './expansion.js'
 import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
@@ -379,16 +379,7 @@ export async function removeRealLinks(links: RealLink[]): Promise<void> {
   }
 }
 
-/** rm -r that also handles the read-only directories volumes are made of. */
-export async function removeTree(path: string): Promise<void> {
-  const st = await lstat(path).catch(() => undefined)
-  if (!st) return
-  if (st.isDirectory()) {
-    await chmod(path, 0o700).catch(() => undefined)
-    for (const e of await readdir(path)) await removeTree(join(path, e))
-  }
-  await rm(path, {recursive: true, force: true})
-}
+export {removeTree}
 
 function allContainers(pod: V1Pod): V1Container[] {
   return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
