@@ -47,7 +47,7 @@ describeE2e('kubectl vnode pods / kill / logs with running pods', () => {
     expect(pids).toHaveLength(1)
     const wide = await vnode(['pods', '-n', ns, '-o', 'wide'])
     expect(wide.exitCode).toBe(0)
-    expect(wide.stdout).toMatch(new RegExp(`^talker\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeName}\\s+\\S+\\s+${pids[0]}\\s*$`, 'm'))
+    expect(wide.stdout).toMatch(new RegExp(`^talker\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeName}\\s+\\S+\\s+${pids[0]}\\s+none\\s*$`, 'm'))
     const logs = await waitFor(async () => {
       const r = await vnode(['logs', 'talker', '-n', ns])
       return r.stdout.includes(`hello ${marker}`) ? r : undefined

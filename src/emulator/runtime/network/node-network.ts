@@ -23,10 +23,8 @@ export async function podNetworkFor(
   log: (line: string) => void,
 ): Promise<PodNetwork | undefined> {
   const server = ctx.kc?.getCurrentCluster()?.server
-  if (requested === 'auto' && server && isLoopbackServer(server)) {
-    log(`pod network: off, pods use the host network: the API server is on loopback (${server}), which a pod's own network namespace cannot reach, and in-cluster config must (--pod-network on to have it anyway)`)
-    return undefined
-  }
+  // auto on a loopback API server: the host network, silently (the dashboard may own the terminal by now); see the flag's help.
+  if (requested === 'auto' && server && isLoopbackServer(server)) return undefined
   const d = await detectPodNetwork(requested, sandboxed)
   if (!d.enabled) {
     if (requested === 'auto') log(`pod network: off, pods use the host network: ${d.reason}`)
