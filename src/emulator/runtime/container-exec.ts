@@ -30,13 +30,16 @@ export interface ExecEnvironment {
 export class ExecStartError extends Error {}
 
 /** The executable as execvp would find it: a path with a '/' is taken as is (relative to cwd), otherwise the env's PATH. */
-export function resolveExecutable(file: string, env: Record<string, string>, cwd: string, root = ''): string {
+export function resolveExecutable(file: string, env: Record<string, string>, cwd: string, toHost: (path: string) => string | undefined = (p) => p): string {
   const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : (env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(isAbsolute(d) ? d : resolve(cwd, d), file))
   let denied = false
   for (const path of candidates) {
+    const host = toHost(path)
+    // Where the host has no counterpart (a sandbox's own /dev or /proc), only the exec can tell.
+    if (host === undefined) return path
     try {
-      if (!statSync(root + path).isFile()) continue
-      accessSync(root + path, fsc.X_OK)
+      if (!statSync(host).isFile()) continue
+      accessSync(host, fsc.X_OK)
       return path
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'EACCES') denied = true
@@ -74,7 +77,7 @@ export async function startExec(argv: string[], where: ExecEnvironment, io: Stre
   } catch {
     throw new ExecStartError(`chdir to cwd ("${where.cwd}") set in config.json failed: no such file or directory`)
   }
-  const path = resolveExecutable(file, where.env, where.cwd, root)
+  const path = resolveExecutable(file, where.env, where.cwd, (p) => root + p)
   if (where.sandbox) {
     // nsenter runs it inside: the host side starts from / and the command keeps its exit status.
     const [enter, ...enterArgs] = where.sandbox.enter

@@ -1,7 +1,8 @@
 import {spawn, type ChildProcess} from 'node:child_process'
-import {accessSync, closeSync, constants as fsConstants, openSync, statSync} from 'node:fs'
-import {delimiter, isAbsolute, join, resolve} from 'node:path'
+import {closeSync, openSync, statSync} from 'node:fs'
+import {isAbsolute} from 'node:path'
 import type {Readable, Writable} from 'node:stream'
+import {ExecStartError, resolveExecutable} from '../container-exec.js'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
 import {relativeCommandNotFound} from '../command-errors.js'
@@ -131,27 +132,13 @@ function checkCwd(sandbox: ContainerSandboxSpec, cwd: string): void {
 
 /** execvp's lookup, done in the container's view: a path with '/' as is (relative to cwd), else PATH. */
 function checkProgram(sandbox: ContainerSandboxSpec, file: string, env: Record<string, string>, cwd: string): void {
-  const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : (env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(d, file))
-  let denied = false
-  for (const c of candidates) {
-    const host = hostPathOf(sandbox, c)
-    if (host === undefined) return // in a private directory: only the sandbox can tell
-    try {
-      if (!statSync(host).isFile()) continue
-    } catch {
-      continue
-    }
-    try {
-      accessSync(host, fsConstants.X_OK)
-      return
-    } catch {
-      denied = true
-    }
+  try {
+    resolveExecutable(file, env, cwd, (p) => hostPathOf(sandbox, p))
+  } catch (error) {
+    if (!(error instanceof ExecStartError)) throw error
+    if (file.includes('/') && !isAbsolute(file) && !error.message.endsWith('permission denied')) throw new SandboxStartError(relativeCommandNotFound(file, cwd))
+    throw new SandboxStartError(error.message)
   }
-  if (denied) throw new SandboxStartError(`exec: "${file}": permission denied`)
-  if (file.includes('/') && !isAbsolute(file)) throw new SandboxStartError(relativeCommandNotFound(file, cwd))
-  if (file.includes('/')) throw new SandboxStartError(`exec: "${file}": stat ${file}: no such file or directory`)
-  throw new SandboxStartError(`exec: "${file}": executable file not found in $PATH`)
 }
 
 /** The argv prefix that runs a program in a container's namespaces (exec, probes, hooks). */
