@@ -15,7 +15,8 @@ export function buildCacheDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(cacheRoot(env), 'controlplane', `kubernetes-${v.kubernetes}_etcd-${v.etcd}_${BuildRecipe}`)
 }
 
-function isExecutable(path: string): boolean {
+/** An existing file this user may run. */
+export function isExecutable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK)
     return true

@@ -1,6 +1,5 @@
-import {accessSync, constants} from 'node:fs'
 import {join} from 'node:path'
-import {buildCacheDir} from '../binaries.js'
+import {buildCacheDir, isExecutable} from '../binaries.js'
 import {cacheRoot} from '../paths.js'
 import {CoreDnsVersion, MetricsServerVersion, ServiceBinaries, type ServiceBinary} from './versions.js'
 
@@ -13,15 +12,6 @@ export function serviceBinaryPath(name: ServiceBinary, env: NodeJS.ProcessEnv = 
       return join(cacheRoot(env), 'services', `metrics-server-${MetricsServerVersion}`, 'metrics-server')
     case 'coredns':
       return join(cacheRoot(env), 'services', `coredns-${CoreDnsVersion}`, 'coredns')
-  }
-}
-
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK)
-    return true
-  } catch {
-    return false
   }
 }
 
