@@ -60,18 +60,29 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
       const port = await freePort()
       await c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, containers: [server(name, port)]}}})
     }
-    const api = await kubectl(['get', 'apiservice', 'v1beta1.metrics.k8s.io', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status}'])
-    expect(api.stdout).toBe('True')
+    // metrics-server reports a node or pod once it has two scrapes of it (--metric-resolution=15s),
+    // and its APIService is Available once its storage holds any: on a real kubelet too, `kubectl top`
+    // answers a little while after the node is up.
+    let last = ''
+    await waitFor(async () => {
+      const r = await kubectl(['get', 'apiservice', 'v1beta1.metrics.k8s.io', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")]}'])
+      last = r.stdout
+      return r.exitCode === 0 && JSON.parse(r.stdout || '{}').status === 'True'
+    }, () => `the Metrics APIService to be Available (last: ${last})`, 90_000, 1000)
     const top = await waitFor(async () => {
       const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
+      last = r.stdout + r.stderr
       const names = r.stdout.split('\n').map((l) => l.split(/\s+/)[0])
       return r.exitCode === 0 && pods.every((p) => names.includes(p)) ? r.stdout : undefined
-    }, 'kubectl top pod to list both pods', 120_000, 2000)
+    }, () => `kubectl top pod to list both pods (last: ${last})`, 120_000, 2000)
     for (const line of top.trim().split('\n')) expect(line).toMatch(/^top-[ab]\s+\d+m\s+\d+Mi\s*$/)
-    const nodeTop = await kubectl(['top', 'node', node, '--no-headers'])
-    expect(nodeTop.exitCode).toBe(0)
-    expect(nodeTop.stdout).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
-  }, 180_000)
+    const nodeTop = await waitFor(async () => {
+      const r = await kubectl(['top', 'node', node, '--no-headers'])
+      last = r.stdout + r.stderr
+      return r.exitCode === 0 ? r.stdout : undefined
+    }, () => `kubectl top node (last: ${last})`, 60_000, 2000)
+    expect(nodeTop).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
+  }, 300_000)
 
   test('the service range is routed to a local device, so an untranslated ClusterIP fails here', async () => {
     if (!isRoot()) {

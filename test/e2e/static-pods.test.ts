@@ -118,8 +118,10 @@ spec:
 
   test('a mirror deleted with kubectl comes back; the static pod keeps running', async () => {
     const before = await running(web, 'default')
-    const r = await kubectl(['delete', 'pod', web, '-n', 'default', '--wait=true'])
-    expect(r.exitCode).toBe(0)
+    const r = await kubectl(['delete', 'pod', web, '-n', 'default', '--wait=true', '--timeout=50s'])
+    // On failure: kubectl's stderr, the node's errors and what the API holds (was the delete seen?).
+    const left = r.exitCode === 0 ? undefined : await read(web, 'default').then((p) => p.metadata, (e: Error) => e.message)
+    expect({...r, errors, left}).toMatchObject({exitCode: 0})
     const after = await running(web, 'default', (p) => p.metadata!.uid !== before.metadata!.uid)
     expect(after.metadata!.annotations![Mirror]).toBe(before.metadata!.annotations![Mirror])
     const hash = before.metadata!.annotations![Hash]

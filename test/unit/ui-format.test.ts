@@ -108,15 +108,19 @@ describe('log lines', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vnode-logtail-'))
     const p = pod('web', {phase: 'Running', containers: ['app']})
     const tail = new PodLogTail(new CriContainerLogs(dir, () => [p], 10), 3)
-    // Lines arrive from the follow between polls.
+    // Lines arrive from the follow between polls: wait for them (a loaded machine may take a while),
+    // and give a poll that must see nothing the time a follow needs.
     const settle = () => new Promise((r) => setTimeout(r, 100))
+    const arrived = async (): Promise<boolean> => {
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; await settle()) if (tail.poll(p)) return true
+      return false
+    }
     try {
       const file0 = containerLogFile(dir, 'default', 'web', p.metadata!.uid!, 'app', 0)
       mkdirSync(dirname(file0), {recursive: true})
       expect(tail.poll(p)).toBe(false)
       appendFileSync(file0, formatCriLine('stdout', 'one') + formatCriLine('stderr', 'tw', 'P') + formatCriLine('stderr', 'o'))
-      await settle()
-      expect(tail.poll(p)).toBe(true)
+      expect(await arrived()).toBe(true)
       expect(tail.lines).toEqual([
         {container: 'app', stream: 'stdout', text: 'one'},
         {container: 'app', stream: 'stderr', text: 'two'},
@@ -125,14 +129,11 @@ describe('log lines', () => {
       await settle()
       expect(tail.poll(p)).toBe(false)
       appendFileSync(file0, formatCriLine('stdout', 'three').slice(10))
-      await settle()
-      expect(tail.poll(p)).toBe(true)
+      expect(await arrived()).toBe(true)
       p.status!.containerStatuses![0].restartCount = 1
       const file1 = containerLogFile(dir, 'default', 'web', p.metadata!.uid!, 'app', 1)
       appendFileSync(file1, formatCriLine('stdout', 'after restart'))
-      tail.poll(p)
-      await settle()
-      expect(tail.poll(p)).toBe(true)
+      expect(await arrived()).toBe(true)
       expect(tail.lines.map((l) => l.text)).toEqual(['two', 'three', 'after restart']) // bounded to 3
     } finally {
       tail.close()
