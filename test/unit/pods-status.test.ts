@@ -100,6 +100,15 @@ describe('pod status building', () => {
     expect(cond(s, 'ContainersReady')).toMatchObject({status: 'False', reason: 'PodFailed'})
   })
 
+  test('a terminated pod whose container never started: Failed, but its conditions are those of the Pending pod it was (TerminatePod leaves them)', () => {
+    const waiting: V1ContainerStatus = {name: 'app', image: 'img', imageID: '', ready: false, started: false, restartCount: 0, state: {waiting: {reason: 'CreateContainerConfigError', message: 'configmap "x" not found'}}}
+    const s = build(pod(), {reported: {containerStatuses: [waiting]}, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(s.phase).toBe('Failed')
+    expect(s.containerStatuses![0].state!.terminated).toMatchObject({exitCode: 137, reason: 'ContainerStatusUnknown'})
+    expect(cond(s, 'ContainersReady')).toMatchObject({status: 'False', reason: 'ContainersNotReady', message: 'containers with unready status: [app]'})
+    expect(cond(s, 'Ready')).toMatchObject({status: 'False', reason: 'ContainersNotReady'})
+  })
+
   test('a deleted restartPolicy Always pod whose processes exited 0 on SIGTERM is Succeeded; 143 makes it Failed', () => {
     expect(build(pod(), {reported: {containerStatuses: [exited('app', 0)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Succeeded')
     expect(build(pod(), {reported: {containerStatuses: [exited('app', 143)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Failed')

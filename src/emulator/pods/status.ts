@@ -155,9 +155,9 @@ function initializedPrefix(initStatuses: V1ContainerStatus[]): number {
 }
 
 /** Whatever is not terminated is reported as lost, exit 137. */
-function terminateAll(statuses: V1ContainerStatus[], now: Date): V1ContainerStatus[] {
+function terminateAll(statuses: V1ContainerStatus[], now: Date, which: (s: V1ContainerStatus) => boolean = () => true): V1ContainerStatus[] {
   return statuses.map((s) => {
-    if (s.state?.terminated) return s
+    if (s.state?.terminated || !which(s)) return s
     const startedAt = s.state?.running?.startedAt
     return {
       ...s,
@@ -350,17 +350,17 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     initStatuses = []
     statuses = []
     ephemeralStatuses = []
-  } else if (input.podIsTerminal) {
-    const t = terminatePod(spec, initStatuses, statuses, now)
-    initStatuses = t.initStatuses
-    statuses = t.statuses
-    ephemeralStatuses = terminateAll(ephemeralStatuses, now)
   }
   statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 
+  // generateAPIPodStatus: phase and conditions come from the containers as the runtime last saw them
+  // (on a terminated pod nothing runs: a container still reported running was lost);
+  // TerminatePod rewrites the waiting containers and the phase afterwards, and leaves the conditions alone.
+  if (input.podIsTerminal) {
+    initStatuses = terminateAll(initStatuses, now, (s) => !!s.state?.running)
+    statuses = terminateAll(statuses, now, (s) => !!s.state?.running)
+  }
   let phase: PodPhase = getPhase(pod, initStatuses, statuses, input.podIsTerminal)
-  // TerminatePod: a pod that will run nothing more is never left Pending or Running.
-  if (input.podIsTerminal && !isTerminalPhase(phase)) phase = 'Failed'
   let reason: string | undefined
   let message: string | undefined
   if (reported?.phase && isTerminalPhase(reported.phase)) {
@@ -408,6 +408,15 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     previous.conditions,
     now,
   ), pod.metadata?.generation)
+
+  if (input.podIsTerminal && !input.override?.noContainers) {
+    const t = terminatePod(spec, initStatuses, statuses, now)
+    initStatuses = t.initStatuses
+    statuses = t.statuses
+    ephemeralStatuses = terminateAll(ephemeralStatuses, now)
+  }
+  // TerminatePod: a pod that will run nothing more is never left Pending or Running.
+  if (input.podIsTerminal && !isTerminalPhase(phase) && (!input.couldHaveRunningContainers || o)) phase = 'Failed'
 
   const status: V1PodStatus = {
     ...observedGeneration(pod, previous),

@@ -829,7 +829,8 @@ export class PodRuntime {
       // A container that never ran stays waiting: the pod core's TerminatePod decides which of them count as lost.
       for (const c of this.containers) {
         if (c.history.length > 0) c.waiting = undefined
-        c.ready = false
+        // A completed init container stays ready, as the kubelet reports it to the end.
+        if (c.kind !== 'init') c.ready = false
       }
       await this.cgroup.removePod(this.pod)
       stopPidNamespaceHolder(this.pidHolder)
