@@ -1,4 +1,5 @@
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
+import {SandboxWaitingReason} from '../provider/handler.js'
 
 /**
  * Pure pod status generation, the kubelet's way (kubelet_pods.go
@@ -336,6 +337,8 @@ function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus
 /** The pod status the kubelet would write now. */
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
+  // The provider holds the sandbox back (its volumes are not mounted): no PodReadyToStartContainers, no IP.
+  const sandboxReady = input.sandboxReady && !reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxWaitingReason)
   const now = toSeconds(input.now)
   const apiStatus = pod.status ?? {}
   const previous = input.previous ?? apiStatus
@@ -398,7 +401,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     [
       // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
       ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
-      condition('PodReadyToStartContainers', input.sandboxReady && !input.podIsTerminal),
+      condition('PodReadyToStartContainers', sandboxReady && !input.podIsTerminal),
       initializedCondition(pod, phase, initStatuses, statuses),
       readyCondition(pod, containersReady),
       containersReady,
@@ -426,7 +429,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     hostIPs: [{ip: nodeIP}],
     // A pod on the host network has the node IP once a sandbox existed; one with a network of
     // its own has the address the runtime reports.
-    ...(input.sandboxReady || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
+    ...(sandboxReady || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
     startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
     ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
     ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),

@@ -20,7 +20,8 @@ import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode} from './sandbox/spec.js'
-import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
+import {PodRuntime} from './pod-runtime.js'
+import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './sync-clock.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 import {ServiceAccountTokens} from './service-account-tokens.js'
 import type {VolumeRefreshOptions} from './volume-refresh.js'
@@ -39,7 +40,10 @@ export interface ProcessProviderOptions {
   path?: string
   rotation?: Partial<LogRotation>
   crashLoop?: Partial<CrashLoopTiming>
+  /** Retries of volumes that did not mount, and of failed syncs (no sooner than initialMs); the kubelet's clocks when unset. */
   configRetry?: {initialMs: number; maxMs: number}
+  /** The kubelet's relist period and sync back-off (sync-clock.ts). */
+  sync?: Partial<SyncClock>
   /** CPU cores / memory bytes resourceFieldRef reports for unset limits (default: the host's). */
   cpuCores?: number
   memoryBytes?: number
@@ -174,14 +178,23 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     return {maxBytes: this.opts.rotation?.maxBytes ?? DefaultLogMaxBytes, maxFiles: this.opts.rotation?.maxFiles ?? DefaultLogMaxFiles}
   }
 
+  /** The kubelet's clocks; a shorter crash-loop or config retry (tests) shortens the sync back-off with it. */
+  private syncClock(crashLoop: CrashLoopTiming): SyncClock {
+    const clock = {...DefaultSyncClock, ...this.opts.sync}
+    const syncBackoffMs = Math.min(clock.syncBackoffMs, crashLoop.initialMs, this.opts.configRetry?.initialMs ?? Infinity)
+    return {...clock, syncBackoffMs}
+  }
+
   private newRuntime(pod: V1Pod): PodRuntime {
+    const crashLoop = {...DefaultCrashLoopTiming, ...this.opts.crashLoop}
     return new PodRuntime(pod, {
       ctx: this.ctx,
       images: this.images,
       node: this.node,
       rotation: this.rotation(),
-      crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
-      configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
+      crashLoop,
+      mountRetry: this.opts.configRetry ?? {initialMs: DefaultMountRetryInitialMs, maxMs: DefaultMountRetryMaxMs},
+      sync: this.syncClock(crashLoop),
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
       tokens: this.tokens,
       volumeRefresh: this.opts.volumeRefresh,
