@@ -231,7 +231,7 @@ export class PodRuntime {
     return this.pod.spec?.restartPolicy ?? 'Always'
   }
 
-  /** Starts the pod; resolves after the first sync pass (started, not ready). */
+  /** Starts the pod; resolves after the first sync pass (started, not ready) once the relist has seen its starts. */
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
     this.refresh.track(this.pod)
@@ -239,6 +239,10 @@ export class PodRuntime {
     this.writeRecord()
     this.publish()
     await this.kick()
+    // The start is reported with the relist that sees it: the pod core holds its first write until then.
+    const unseen = this.containers.filter((c) => c.proc && !c.observed()).map((c) => c.unobserved!.until).filter(Number.isFinite)
+    if (unseen.length > 0) await new Promise((r) => setTimeout(r, Math.max(...unseen) - Date.now() + 1))
+    this.publish()
   }
 
   /** The spec, labels or annotations changed: a changed image restarts its container. */
@@ -577,7 +581,8 @@ export class PodRuntime {
       this.retrySyncLater()
       return
     }
-    c.unobserved = {until: nextRelist(proc.startedAt.getTime(), this.deps.sync), status: before}
+    // Not seen before its program runs (a sandbox is still being built), and then at the next relist.
+    c.unobserved = {until: Infinity, status: before}
     c.backoffSyncs = 0
     c.proc = proc
     this.publishWhenObserved()
@@ -588,11 +593,14 @@ export class PodRuntime {
     this.watchProcess(c, proc)
     const hctx = this.handlerContext(c, proc)
     const postStart = c.spec.lifecycle?.postStart
+    await proc.entered()
+    if (!postStart && c.proc === proc) {
+      c.unobserved = {until: nextRelist(Date.now(), this.deps.sync), status: before}
+      this.publishWhenObserved()
+    }
     if (postStart) {
       // The kubelet runs the hook inside the sync that started the container, and a failed hook's kill too:
       // nothing of this start is reported until that sync is over.
-      c.unobserved = {until: Infinity, status: before}
-      await proc.entered()
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
       if (r.result === 'failure' && c.proc === proc && !this.abort.signal.aborted) {
         this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
@@ -724,7 +732,7 @@ export class PodRuntime {
         started: () => c.started,
         onResult: (k, r) => this.onProbeResult(c, proc, k, r),
         event: (type, reason, message) => this.event(c, type, reason, message),
-      })
+      }, this.createdAt)
       c.probes.push(w)
       w.start()
     }
