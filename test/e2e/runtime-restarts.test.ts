@@ -10,7 +10,8 @@ const shared = {volumeMounts: [{name: 'shared', mountPath: '/shared'}]}
 describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBackOff', () => {
   const h = new RuntimeHarness()
   beforeAll(async () => {
-    await h.setUp({crashLoop: {initialMs: 1000, maxMs: 2000}})
+    // No container GC here: a completed init container's lastState is asserted, which the kubelet's GC forgets within a minute.
+    await h.setUp({crashLoop: {initialMs: 1000, maxMs: 2000}, containerGCPeriodMs: 0})
   })
   afterAll(() => h.tearDown())
 

@@ -914,6 +914,13 @@ export class PodRuntime {
     await removeTree(volumesDir(this.deps.sandbox))
   }
 
+  /** The container GC: of each container's dead instances only the newest is kept (it is the lastState of a running one). */
+  collectDeadInstances(): void {
+    if (this.closed) return
+    for (const c of this.containers) if (c.history.length > 1) c.history.length = 1
+    this.publish()
+  }
+
   /** No process of the pod is left. */
   get quiet(): boolean {
     return this.containers.every((c) => !c.running)

@@ -32,6 +32,14 @@ import type {PodNetwork} from './network/pod-network.js'
 import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
 import type {ContainerState} from './container-state.js'
 
+/**
+ * The kubelet's ContainerGCPeriod: every minute its container GC removes the
+ * dead instances of each container but the newest (MaxPerPodContainer 1), so
+ * a pod's older exits stop showing (a deleted crash-looping container has no
+ * lastState once the GC has run).
+ */
+export const DefaultContainerGCPeriodMs = 60_000
+
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
   imagesFile?: string
@@ -44,6 +52,8 @@ export interface ProcessProviderOptions {
   configRetry?: {initialMs: number; maxMs: number}
   /** The kubelet's relist period and sync back-off (sync-clock.ts). */
   sync?: Partial<SyncClock>
+  /** How often dead instances beyond the newest of each container are forgotten (the kubelet's container GC); 0: never. */
+  containerGCPeriodMs?: number
   /** CPU cores / memory bytes resourceFieldRef reports for unset limits (default: the host's). */
   cpuCores?: number
   memoryBytes?: number
@@ -73,6 +83,7 @@ export interface ProcessProviderOptions {
  */
 export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming {
   private readonly pods = new Map<string, PodRuntime>()
+  private gcTimer: NodeJS.Timeout | undefined
   /** Process groups of exec'd commands by container instance: they die with it, as in its PID namespace. */
   private readonly execGroups = new Map<ContainerProcess, Set<number>>()
   private callback: (pod: V1Pod) => void = () => undefined
@@ -103,6 +114,13 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
+    }
+    const gcPeriod = opts.containerGCPeriodMs ?? DefaultContainerGCPeriodMs
+    if (gcPeriod > 0) {
+      this.gcTimer = setInterval(() => {
+        for (const rt of this.pods.values()) rt.collectDeadInstances()
+      }, gcPeriod)
+      this.gcTimer.unref()
     }
     if (opts.cgroups && opts.cgroups.mode !== 'none') {
       this.cgroups = new NodeCgroups(opts.cgroups, {nodeName: ctx.nodeName, stateDir: ctx.stateDir, cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes, podPidsLimit: opts.podPidsLimit})
@@ -333,6 +351,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   /** Kills whatever still runs and stops every timer; records stay on disk. */
   async close(): Promise<void> {
     this.closed = true
+    clearInterval(this.gcTimer)
     for (const groups of this.execGroups.values()) for (const g of groups) signalGroup(g, 'SIGKILL')
     this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
