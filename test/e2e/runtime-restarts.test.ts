@@ -152,7 +152,7 @@ describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
   beforeAll(() => h.setUp())
   afterAll(() => h.tearDown())
 
-  test('first restart immediately, the second 10 s after the exit before it', async () => {
+  test('first restart immediately, the second on the first sync 10 s or more after the exit before it (the kubelet syncs a pod in back-off every 10-15 s)', async () => {
     await h.run({metadata: {name: 'crash10'}, spec: {containers: [nodeContainer('app', 'process.exit(1)')]}})
     const first = await h.waitContainer('crash10', 'app', (c) => c.restartCount === 1 && !!c.lastState?.terminated, 'first restart')
     const firstExit = new Date(first.lastState!.terminated!.finishedAt!).getTime()
@@ -162,7 +162,7 @@ describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
         return c.restartCount >= 2 ? c : undefined
       },
       'second restart',
-      20_000,
+      25_000,
       50,
     )
     const second = secondStart.state?.running?.startedAt ?? secondStart.lastState?.terminated?.startedAt
@@ -170,7 +170,7 @@ describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
     const exitBefore = new Date(h.reports.filter((p) => p.metadata!.name === 'crash10').map((p) => p.status!.containerStatuses![0]).find((c) => c.restartCount === 1 && c.state?.waiting?.reason === 'CrashLoopBackOff')!.lastState!.terminated!.finishedAt!).getTime()
     expect(exitBefore).toBeGreaterThanOrEqual(firstExit)
     expect(new Date(second!).getTime() - exitBefore).toBeGreaterThanOrEqual(9_900)
-    expect(new Date(second!).getTime() - exitBefore).toBeLessThan(12_000)
+    expect(new Date(second!).getTime() - exitBefore).toBeLessThan(16_000)
     expect(h.reports.find((p) => p.metadata!.name === 'crash10' && p.status!.containerStatuses![0].restartCount === 1)).toBeDefined()
   }, 40_000)
 })

@@ -54,8 +54,6 @@ export class ContainerState {
    * then is never reported running, as on the kubelet.
    */
   unobserved: {until: number; status: V1ContainerStatus} | undefined
-  /** Syncs that found the container in back-off since it last started: the first one's decision shows from the next. */
-  backoffSyncs = 0
 
   constructor(
     public spec: V1Container,

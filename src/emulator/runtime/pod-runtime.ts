@@ -33,7 +33,7 @@ import {DefaultTerminationGracePeriodSeconds as DefaultTerminationGraceSeconds} 
 /** Waiting reasons of a container that could not be created on a sync: retried on the next sync, not under CrashLoopBackOff. */
 const SyncRetryReasons = new Set(['CreateContainerConfigError', 'CreateContainerError', 'ErrImageNeverPull'])
 /** A start that failed (the runtime's error): the next sync comes on the pod worker's back-off, and then the crash-loop back-off applies. */
-const StartFailedReasons = new Set(['RunContainerError'])
+const StartFailedReasons = new Set(['RunContainerError', 'PostStartHookError'])
 
 /** The kubelet's message for a failed postStart hook (lifecycle/handlers.go), which the container's waiting state carries. */
 export function hookErrorMessage(handler: NonNullable<V1Lifecycle['postStart']>, container: string, pod: V1Pod, r: HandlerOutcome): string {
@@ -388,8 +388,7 @@ export class PodRuntime {
         // Every sync that finds the container in back-off says so, and the pod is synced again
         // on the worker's back-off, not when the back-off ends (pod_workers.go).
         this.event(c, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${podDesc(this.pod)}`)
-        // The first sync's decision shows in the status the next sync writes.
-        if (++c.backoffSyncs > 1) c.waiting = {reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(this.pod)}`}
+        c.waiting = {reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(this.pod)}`}
         return this.scheduleWake(Date.now() + syncBackoffDelay(this.deps.sync))
       }
     }
@@ -583,7 +582,6 @@ export class PodRuntime {
     }
     // Not seen before its program runs (a sandbox is still being built), and then at the next relist.
     c.unobserved = {until: Infinity, status: before}
-    c.backoffSyncs = 0
     c.proc = proc
     this.publishWhenObserved()
     c.runningImage = c.spec.image
@@ -606,6 +604,9 @@ export class PodRuntime {
         this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
         c.pendingWaiting = {reason: 'PostStartHookError', message: hookErrorMessage(postStart, c.name, this.pod, r)}
         await this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
+        // The failed sync ends here; the container's exit brings the next one with the relist.
+        this.configRetryAt = nextRelist(Date.now() + 1, this.deps.sync)
+        this.scheduleWake(this.configRetryAt)
         return
       }
       if (c.proc === proc) {
