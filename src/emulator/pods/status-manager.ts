@@ -63,6 +63,8 @@ interface Entry {
   /** A static pod: its status is written onto its mirror pod. */
   isStatic: boolean
   sandboxReady: boolean
+  /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
+  hadSandbox: boolean
   terminal: boolean
   override?: StatusOverride
   timer?: NodeJS.Timeout
@@ -128,6 +130,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
         isStatic,
         writtenTo: isStatic ? undefined : uid,
         sandboxReady: false,
+        hadSandbox: false,
         terminal: false,
         deleted: false,
         gone: false,
@@ -168,6 +171,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const e = this.entries.get(uid)
     if (!e || e.sandboxReady === ready) return
     e.sandboxReady = ready
+    if (ready) e.hadSandbox = true
     this.dirty(e)
   }
 
@@ -223,6 +227,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       nodeIP: this.opts.nodeIP,
       now: this.now(),
       sandboxReady: e.sandboxReady,
+      hadSandbox: e.hadSandbox,
       podIsTerminal: e.terminal,
       couldHaveRunningContainers: this.opts.hooks.couldHaveRunningContainers(e.uid),
       override: e.terminal ? e.override : undefined,

@@ -44,6 +44,8 @@ export interface StatusInput {
   now: Date
   /** The provider has the pod's sandbox (PodReadyToStartContainers). */
   sandboxReady: boolean
+  /** The pod had a sandbox at some point: its IP is reported even if no status was written while it was ready. */
+  hadSandbox?: boolean
   /** The pod worker is terminated: no process of the pod can run any more (kubelet podIsTerminal + TerminatePod). */
   podIsTerminal: boolean
   /** Processes may still be running: a terminal phase is held back (status manager mergePodStatus). */
@@ -338,7 +340,8 @@ function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
   // The provider holds the sandbox back (its volumes are not mounted): no PodReadyToStartContainers, no IP.
-  const sandboxReady = input.sandboxReady && !reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxWaitingReason)
+  const holdsSandbox = !!reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxWaitingReason)
+  const sandboxReady = input.sandboxReady && !holdsSandbox
   const now = toSeconds(input.now)
   const apiStatus = pod.status ?? {}
   const previous = input.previous ?? apiStatus
@@ -429,7 +432,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     hostIPs: [{ip: nodeIP}],
     // A pod on the host network has the node IP once a sandbox existed; one with a network of
     // its own has the address the runtime reports.
-    ...(sandboxReady || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
+    ...(sandboxReady || (input.hadSandbox && !holdsSandbox) || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
     startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
     ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
     ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),

@@ -980,7 +980,7 @@ export class PodRuntime {
     if (this.outcome) Object.assign(status, this.outcome)
     Object.assign(status, this.net.statusFields())
     // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP).
-    if (!this.volumes && this.mountFailures > 0 && !this.finished) {
+    if (!this.volumes && this.mountFailures > 0) {
       status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxWaitingReason}]
     }
     return status
