@@ -63,6 +63,8 @@ interface Entry {
   /** A static pod: its status is written onto its mirror pod. */
   isStatic: boolean
   sandboxReady: boolean
+  /** A new generation (a spec change, a graceful delete) waits to be written: no transition hold delays it. */
+  generationDue?: boolean
   /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
   hadSandbox: boolean
   terminal: boolean
@@ -121,7 +123,10 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       e.pod = pod
       // The status speaks for a generation (observedGeneration): a new one, a graceful delete's too, is written
       // at once, as the kubelet's sync writes it.
-      if (generationMoved && !e.deleted && !e.gone) this.dirty(e)
+      if (generationMoved && !e.deleted && !e.gone) {
+        e.generationDue = true
+        this.dirty(e)
+      }
     } else {
       const isStatic = isStaticPod(pod)
       this.entries.set(uid, {
@@ -248,7 +253,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     e.dueAt = due
     e.timer = setTimeout(() => {
       e.timer = undefined
-      const held = this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
+      const held = !e.generationDue && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
       if (held > 0) {
         this.schedule(e, held)
         return
@@ -264,6 +269,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     clearTimeout(e.timer)
     e.timer = undefined
     e.firstDirtyAt = undefined
+    e.generationDue = false
     const p = this.write(e)
     e.writing = p
     try {

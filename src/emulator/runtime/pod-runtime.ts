@@ -885,9 +885,11 @@ export class PodRuntime {
       await Promise.all(this.containers.map((c) => c.stopping))
       // The pod core's TerminatePod decides which of the containers that never ran count as lost.
       for (const c of this.containers) {
-        // Nothing will start again: a deleted pod's containers show no reason to wait (ShouldContainerBeRestarted is false).
+        // Nothing will start again: a deleted pod's containers show no reason to wait (ShouldContainerBeRestarted is false),
+        // and only their newest instance (the kubelet's terminating status has no older one).
         c.waiting = undefined
         c.pendingWaiting = undefined
+        if (c.history.length > 1) c.history.length = 1
         // A completed init container stays ready, as the kubelet reports it to the end.
         if (c.kind !== 'init') c.ready = false
       }
