@@ -174,3 +174,28 @@ describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
     expect(h.reports.find((p) => p.metadata!.name === 'crash10' && p.status!.containerStatuses![0].restartCount === 1)).toBeDefined()
   }, 40_000)
 })
+
+describeE2e('runtime: a start is reported at the relist that sees it', () => {
+  const h = new RuntimeHarness()
+  // A long relist makes the moment of the next one certain: the test starts just after one.
+  const relistPeriodMs = 5_000
+  beforeAll(() => h.setUp({sync: {relistPeriodMs}}))
+  afterAll(() => h.tearDown())
+
+  test('a container that ends before the next relist is never reported running; one that lives on is, from that relist', async () => {
+    await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
+    const startedAt = Date.now()
+    await h.run({metadata: {name: 'brief'}, spec: {restartPolicy: 'Never', containers: [nodeContainer('app', 'process.exit(3)')]}})
+    await h.run({metadata: {name: 'lasting'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(()=>{},1000)')]}})
+    const ended = await h.waitContainer('brief', 'app', (c) => !!c.state?.terminated, 'brief terminated')
+    expect(ended.state!.terminated!.exitCode).toBe(3)
+    const states = h.reports.filter((p) => p.metadata!.name === 'brief').map((p) => Object.keys(p.status!.containerStatuses![0].state ?? {})[0])
+    expect(states).not.toContain('running')
+    await h.waitContainer('lasting', 'app', (c) => !!c.state?.running, 'lasting running', 15_000)
+    const firstRunning = h.reports.findIndex((p) => p.metadata!.name === 'lasting' && !!p.status!.containerStatuses![0].state?.running)
+    expect(firstRunning).toBeGreaterThanOrEqual(0)
+    // Not before the relist after its start.
+    const relist = Math.ceil((startedAt + 1) / relistPeriodMs) * relistPeriodMs
+    expect(Date.now()).toBeGreaterThanOrEqual(relist)
+  }, 30_000)
+})
