@@ -37,9 +37,9 @@ export async function natRules(): Promise<string> {
   return r.exitCode === 0 ? String(r.stdout) : ''
 }
 
-/** The interface names on this host. */
-export async function links(): Promise<string[]> {
-  const r = await execa('ip', ['-o', 'link', 'show'], {reject: false})
+/** The interface names on this host (those enslaved to master, when given). */
+export async function links(master?: string): Promise<string[]> {
+  const r = await execa('ip', ['-o', 'link', 'show', ...(master ? ['master', master] : [])], {reject: false})
   return String(r.stdout)
     .split('\n')
     .map((l) => /^\d+:\s+([^:@]+)/.exec(l)?.[1])

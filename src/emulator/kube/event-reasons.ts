@@ -17,6 +17,8 @@ export const EventReason = {
   FailedSync: 'FailedSync',
   FailedMountVolume: 'FailedMount',
   DeadlineExceeded: 'DeadlineExceeded',
+  // The eviction manager (pkg/kubelet/eviction: its events' reason).
+  Evicted: 'Evicted',
   // Probes and hooks.
   ContainerUnhealthy: 'Unhealthy',
   ContainerProbeWarning: 'ProbeWarning',

@@ -11,7 +11,9 @@ import {buildContainerEnv, type NodeFacts} from './env.js'
 import {runHook, type HandlerContext} from './handlers.js'
 import {resolveProgram, type ImageMap} from './images.js'
 import {prepareProgram} from './image-program.js'
-import {containerLogFile, podLogDir} from './log-layout.js'
+import {EventReason} from '../kube/event-reasons.js'
+import {containerLogDir, containerLogFile, podLogDir} from './log-layout.js'
+import {DefaultLocalStorageCheckMs, diskUsage, EvictedReason, EvictionGracePeriodSeconds, hasLocalStorageLimits, type LocalStorageUsage, localStorageViolation} from './local-storage.js'
 import {tailLogContent, type LogRotation} from './logs.js'
 import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
@@ -138,6 +140,8 @@ export class PodRuntime {
   private wakeAt = Infinity
   private readonly configRetry: Backoff
   private configRetryAt = 0
+  /** When the local storage limits are measured next (local-storage.ts). */
+  private storageCheckAt = 0
   private lastNotified = ''
   private closed = false
   private readonly refresh: VolumeRefresher
@@ -302,6 +306,7 @@ export class PodRuntime {
     if (this.finished) return
     if (this.checkActiveDeadline()) return
     if (!this.volumes && !(await this.setUpVolumes())) return
+    if (await this.checkLocalStorage()) return
     if (!(await this.setUpNetwork())) return
     if (!this.initDone && !(await this.syncInitContainers())) return
     for (const c of this.sidecars) if (!this.finished && !c.running && !c.stopping) await this.maybeStart(c)
@@ -428,6 +433,34 @@ export class PodRuntime {
     void this.deps.ctx.recorder.record(podRef(this.pod), 'Normal', 'DeadlineExceeded', message)
     void this.terminate(this.podGraceMs() / 1000)
     return true
+  }
+
+  /** The eviction manager's local storage limits, measured every DefaultLocalStorageCheckMs for a pod that has any. */
+  private async checkLocalStorage(): Promise<boolean> {
+    if (!hasLocalStorageLimits(this.pod)) return false
+    if (Date.now() < this.storageCheckAt) {
+      this.scheduleWake(this.storageCheckAt)
+      return false
+    }
+    this.storageCheckAt = Date.now() + DefaultLocalStorageCheckMs
+    this.scheduleWake(this.storageCheckAt)
+    const message = localStorageViolation(this.pod, await this.localStorageUsage())
+    if (!message || this.finished) return false
+    this.outcome = {phase: 'Failed', reason: EvictedReason, message}
+    void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', EventReason.Evicted, message)
+    void this.terminate(EvictionGracePeriodSeconds)
+    return true
+  }
+
+  private async localStorageUsage(): Promise<LocalStorageUsage> {
+    const usage: LocalStorageUsage = {emptyDirs: new Map(), memoryEmptyDirs: new Map(), logs: new Map()}
+    for (const v of this.pod.spec?.volumes ?? []) {
+      const dir = v.emptyDir && this.volumes?.get(v.name)?.path
+      if (dir) (v.emptyDir!.medium === 'Memory' ? usage.memoryEmptyDirs : usage.emptyDirs).set(v.name, await diskUsage(dir))
+    }
+    const {namespace, name} = this.pod.metadata!
+    for (const c of this.pod.spec?.containers ?? []) usage.logs.set(c.name, await diskUsage(containerLogDir(this.deps.ctx.stateDir, namespace!, name!, this.uid, c.name)))
+    return usage
   }
 
   // ---- starting a container ----

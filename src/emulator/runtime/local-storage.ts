@@ -1,0 +1,125 @@
+import type {V1Pod} from '@kubernetes/client-node'
+import {lstat, readdir} from 'node:fs/promises'
+import {join} from 'node:path'
+import {parseQuantity} from '../quantity.js'
+
+/**
+ * Local ephemeral storage limits, as the kubelet's eviction manager enforces
+ * them (localStorageEviction): an emptyDir over its sizeLimit, a pod over the
+ * sum of its containers' `ephemeral-storage` limits, or a container over its
+ * own limit is evicted: phase Failed, reason Evicted, a Warning event with
+ * the same message, its containers killed with a 1 s grace.
+ *
+ * What counts, on a node whose containers have no writable image layer:
+ * a container's logs (its log directory, every instance, as the kubelet's
+ * podContainerLogMetrics), and for the pod also its emptyDir volumes on disk
+ * (medium Memory is RAM, and the kubelet leaves it out of the pod's total).
+ * Files a process writes elsewhere on the host are the host's, not the pod's.
+ */
+
+/** How often the limits are checked: the kubelet's eviction monitoring period. */
+export const DefaultLocalStorageCheckMs = 10_000
+/** The kubelet's immediateEvictionGracePeriodSeconds. */
+export const EvictionGracePeriodSeconds = 1
+/** The pod status reason of an eviction (the event's too: EventReason.Evicted). */
+export const EvictedReason = 'Evicted'
+
+/** Disk usage measured for one pod: bytes per emptyDir volume and per container's logs. */
+export interface LocalStorageUsage {
+  /** emptyDir volumes on disk (not medium Memory), by volume name. */
+  emptyDirs: Map<string, number>
+  /** Memory-medium emptyDirs, by name: they count against their own sizeLimit only. */
+  memoryEmptyDirs: Map<string, number>
+  /** Each container's logs, by container name. */
+  logs: Map<string, number>
+}
+
+/** The pod declares something to enforce: otherwise it is never measured. */
+export function hasLocalStorageLimits(pod: V1Pod): boolean {
+  return emptyDirLimits(pod).length > 0 || containerLimits(pod).size > 0
+}
+
+function emptyDirLimits(pod: V1Pod): {name: string; limit: string}[] {
+  return (pod.spec?.volumes ?? []).flatMap((v) => {
+    const limit = v.emptyDir?.sizeLimit
+    return limit !== undefined && parseQuantity(String(limit)) > 0 ? [{name: v.name, limit: String(limit)}] : []
+  })
+}
+
+/** Regular containers' limits (resourcehelper.PodLimits sums these; init containers run before, one at a time). */
+function containerLimits(pod: V1Pod): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const c of pod.spec?.containers ?? []) {
+    const limit = c.resources?.limits?.['ephemeral-storage']
+    if (limit !== undefined && parseQuantity(String(limit)) > 0) out.set(c.name, String(limit))
+  }
+  return out
+}
+
+/**
+ * The eviction message for the first limit exceeded, in the kubelet's order
+ * (emptyDir, pod, container) and wording; undefined while every limit holds.
+ */
+export function localStorageViolation(pod: V1Pod, usage: LocalStorageUsage): string | undefined {
+  for (const {name, limit} of emptyDirLimits(pod)) {
+    const used = usage.emptyDirs.get(name) ?? usage.memoryEmptyDirs.get(name)
+    if (used !== undefined && used > parseQuantity(limit)) return `Usage of EmptyDir volume "${name}" exceeds the limit "${canonicalQuantity(limit)}". `
+  }
+  const limits = containerLimits(pod)
+  if (limits.size > 0) {
+    const podLimit = [...limits.values()].reduce((sum, l) => sum + parseQuantity(l), 0)
+    const podUsed = sum(usage.emptyDirs.values()) + sum(usage.logs.values())
+    if (podUsed > podLimit) return `Pod ephemeral local storage usage exceeds the total limit of containers ${canonicalBytes(podLimit, isBinary([...limits.values()][0]))}. `
+  }
+  for (const [name, limit] of limits) {
+    if ((usage.logs.get(name) ?? 0) > parseQuantity(limit)) return `Container ${name} exceeded its local ephemeral storage limit "${canonicalQuantity(limit)}". `
+  }
+  return undefined
+}
+
+const sum = (xs: Iterable<number>) => [...xs].reduce((a, b) => a + b, 0)
+
+const isBinary = (q: string) => /[KMGTPE]i$/.test(q.trim())
+
+/** A quantity as resource.Quantity's String() writes it: "2048Ki" is "2Mi", "1000" is "1k". */
+export function canonicalQuantity(q: string): string {
+  return canonicalBytes(parseQuantity(q), isBinary(q))
+}
+
+function canonicalBytes(bytes: number, binary: boolean): string {
+  if (!Number.isInteger(bytes) || bytes === 0) return String(bytes)
+  const [base, suffixes] = binary ? [1024, ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei']] : [1000, ['', 'k', 'M', 'G', 'T', 'P', 'E']]
+  let n = bytes
+  let i = 0
+  while (i < suffixes.length - 1 && n % base === 0) {
+    n /= base
+    i++
+  }
+  return `${n}${suffixes[i]}`
+}
+
+/**
+ * What `du` says of a tree: allocated blocks of every file and directory,
+ * symlinks not followed, each inode once. A tree that is gone is 0.
+ */
+export async function diskUsage(path: string): Promise<number> {
+  const seen = new Set<string>()
+  const walk = async (p: string): Promise<number> => {
+    let st
+    try {
+      st = await lstat(p, {bigint: false})
+    } catch {
+      return 0
+    }
+    const key = `${st.dev}:${st.ino}`
+    if (seen.has(key)) return 0
+    seen.add(key)
+    let bytes = st.blocks * 512
+    if (st.isDirectory()) {
+      const names = await readdir(p).catch(() => [] as string[])
+      for (const name of names) bytes += await walk(join(p, name))
+    }
+    return bytes
+  }
+  return walk(path)
+}
