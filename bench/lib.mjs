@@ -207,6 +207,13 @@ export function sleeperPod(name, nodeName, extra = {}) {
  * burst of 500 pods on 2 cores): it is reopened from the last
  * resourceVersion seen, so no event is lost.
  */
+const observers = new Set()
+
+/** Stops every pod observer still open (a watch reopened against a stopped control plane would keep the run from ending). */
+export function stopAllObservers() {
+  for (const o of [...observers]) o.stop()
+}
+
 export async function podObserver(kc, namespace) {
   const started = new Map()
   const gone = new Map()
@@ -235,15 +242,18 @@ export async function podObserver(kc, namespace) {
     })
   }
   await open()
-  return {
+  const observer = {
     started,
     gone,
     deleting,
     stop: () => {
       stopped = true
+      observers.delete(observer)
       ctl?.abort()
     },
   }
+  observers.add(observer)
+  return observer
 }
 
 export async function waitUntil(fn, what, timeoutMs) {

@@ -10,7 +10,7 @@ import {join} from 'node:path'
 import {startFloor} from './floor.mjs'
 import {judge} from './goals.mjs'
 import {benchLeftovers} from './leftovers.mjs'
-import {apiserverRequests, median, nodesStarted, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, startVnodeTui, stopAllVnodes, waitUntil} from './lib.mjs'
+import {apiserverRequests, median, nodesStarted, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, startVnodeTui, stopAllObservers, stopAllVnodes, waitUntil} from './lib.mjs'
 import {memoryOf, vnodeRuntimePids} from './memory.mjs'
 import {ModeLabels, Modes, modeUnavailable} from './modes.mjs'
 import {portableContainer, referenceUnavailable, startReference} from './reference.mjs'
@@ -62,6 +62,7 @@ const cleanups = []
 let stopping
 const stopEverything = () => (stopping ??= stopAndCheck())
 async function stopAndCheck() {
+  stopAllObservers()
   await stopAllVnodes()
   for (const c of cleanups.splice(0)) await c().catch((e) => notes.push(`cleanup: ${e.message}`))
   cluster.down()
@@ -80,6 +81,12 @@ const interrupted = () => {
   void stopEverything().finally(() => process.exit(130))
 }
 process.once('SIGINT', interrupted)
+/** A scenario that failed midway: its nodes are stopped (its finally), the failure noted, and the bench goes on. */
+const scenarioFailed = (scenario) => (error) => {
+  notes.push(`${scenario}: ${error.message}`)
+  process.stderr.write(`bench: ${scenario}: ${error.stack}\n`)
+  process.exitCode = 1
+}
 let ns = 0
 async function namespace() {
   const name = `bench-${++ns}`
@@ -194,17 +201,24 @@ async function alternateBursts(nodes) {
   return Object.fromEntries(Object.entries(res).map(([label, v]) => [label, {s50: median(v.s50), s99: median(v.s99), d50: median(v.d50), d99: median(v.d99), memory: v.memory, pod: v.pod}]))
 }
 
+/** A node that came up in another mode than asked (the host allowed less): a note, not a figure under the wrong name. */
+class ModeFallback extends Error {}
+
 /** A vnode node in one of the modes of modes.mjs, checked to be in it (a node that fell back would measure plain under another name). */
 async function modeNode(name, mode) {
   const n = startVnode(cluster, name, ['--pods', String(size.start + 10), ...Modes[mode]])
-  await n.ready()
+  await n.ready().catch(async (error) => {
+    await n.stop()
+    // `up` refuses a mode the host does not allow (--sandbox namespaces, --pod-network on) with its reason on stderr.
+    throw mode === 'plain' ? error : new ModeFallback(error.message.trim().split('\n').at(-1))
+  })
   const labels = (await cluster.core.readNode({name})).metadata.labels ?? {}
   const sandboxed = labels[ModeLabels.sandbox] === 'namespaces'
   const cgroups = labels[ModeLabels.cgroups]
   const flag = (f) => Modes[mode][Modes[mode].indexOf(f) + 1]
   if ((flag('--sandbox') === 'namespaces') !== sandboxed || (flag('--cgroups') !== 'none') !== (cgroups !== undefined && cgroups !== 'none')) {
     await n.stop()
-    throw new Error(`node ${name} (${mode}) reports sandbox=${labels[ModeLabels.sandbox]} cgroups=${cgroups}`)
+    throw new ModeFallback(`node ${name} came up with sandbox=${labels[ModeLabels.sandbox]} cgroups=${cgroups}`)
   }
   return {label: mode, name, node: n, cgroups, memory: async () => memoryOf(vnodeRuntimePids(n.child.pid))}
 }
@@ -240,7 +254,17 @@ async function compareModes(asked) {
   if (modes.includes('network') && !modes.includes('sandbox')) modes.unshift('sandbox')
   const nodes = []
   try {
-    for (const m of ['plain', ...modes]) nodes.push(await modeNode(`mode-${m}`, m))
+    nodes.push(await modeNode('mode-plain', 'plain'))
+    for (const m of modes) {
+      const n = await modeNode(`mode-${m}`, m).catch((error) => {
+        if (!(error instanceof ModeFallback)) throw error
+        skip(`start-${size.start}-${m}`, error.message)
+      })
+      if (n) nodes.push(n)
+    }
+    if (modes.includes('network') && !nodes.some((n) => n.label === 'sandbox')) nodes.splice(nodes.findIndex((n) => n.label === 'network'), 1)
+    modes.splice(0, modes.length, ...nodes.slice(1).map((n) => n.label))
+    if (modes.length === 0) return
     const res = await alternateBursts(nodes)
     if (res.network && !ownPodIp(res.network.pod)) throw new Error(`mode-network: pod ${res.network.pod?.metadata.name} has the node's address ${res.network.pod?.status?.podIP}`)
     for (const m of ['plain', ...modes]) {
@@ -291,7 +315,13 @@ async function compareKubelet() {
     nodes.push(await modeNode('kl-plain', 'plain'))
     const everything = modeUnavailable('everything')
     if (everything) skip(`kubelet-start-${size.start}-vnode-everything`, everything)
-    else nodes.push(await modeNode('kl-everything', 'everything'))
+    else {
+      const n = await modeNode('kl-everything', 'everything').catch((error) => {
+        if (!(error instanceof ModeFallback)) throw error
+        skip(`kubelet-start-${size.start}-vnode-everything`, error.message)
+      })
+      if (n) nodes.push(n)
+    }
     const res = await alternateBursts(nodes)
     if (res.everything && !ownPodIp(res.everything.pod)) throw new Error(`kl-everything: pod ${res.everything.pod?.metadata.name} has the node's address ${res.everything.pod?.status?.podIP}`)
     const k = res.kubelet
@@ -378,8 +408,8 @@ try {
 
   // The same bursts on vnode's modes beside its plain mode, and beside the reference kubelet.
   const modes = ['sandbox', 'cgroups', 'network'].filter(want)
-  if (modes.length > 0) await compareModes(modes)
-  if (want('kubelet')) await compareKubelet()
+  if (modes.length > 0) await compareModes(modes).catch(scenarioFailed(modes.join(',')))
+  if (want('kubelet')) await compareKubelet().catch(scenarioFailed('kubelet'))
 
   // The same burst with the default service account token mounted: one TokenRequest more per pod.
   if (want('token')) {
