@@ -179,6 +179,14 @@ function hierarchies() {
   return readdirSync(CgroupHierarchies).filter((h) => h !== 'unified' && existsSync(join(CgroupHierarchies, h, 'cgroup.procs')))
 }
 
+/**
+ * Every hierarchy a node's cgroups may end up in: the v1 ones, and on a hybrid host the unified
+ * (v2) one, where the kubelet makes the root too although it runs nothing there.
+ */
+function allHierarchies() {
+  return readdirSync(CgroupHierarchies).filter((h) => existsSync(join(CgroupHierarchies, h, 'cgroup.procs')))
+}
+
 /** A new v1 cpuset cgroup starts with empty cpus/mems: pre-create the root with the parent's. */
 async function createCgroupRoot(name) {
   for (const h of hierarchies()) await mkdir(join(CgroupHierarchies, h, name), {recursive: true})
@@ -389,7 +397,7 @@ export async function stopReferenceNode({dir, log = (l) => console.error(l)}) {
   await stopPid(r.pids.containerd, DefaultStopTimeoutMs)
   for (const pid of [...shims, ...processesInCgroupRoot(r.name)]) await stopPid(pid, 5_000)
   for (const m of await mountsUnder(dir)) await execa('umount', ['-l', m]).catch(() => undefined)
-  if (r.cgroupCreated) for (const h of hierarchies()) await removeCgroupTree(join(CgroupHierarchies, h, r.name))
+  if (r.cgroupCreated) for (const h of allHierarchies()) await removeCgroupTree(join(CgroupHierarchies, h, r.name))
   if (r.bridgeCreated) await execa('ip', ['link', 'del', r.bridge]).catch(() => undefined)
   await removeVethsOf(r.bridge)
   await removeContainerLogLinks(dir)
@@ -437,7 +445,7 @@ export async function leftovers(dir) {
   for (const [what, pid] of Object.entries(r.pids ?? {})) if (alive(pid)) left.push(`process ${what} ${pid}`)
   for (const pid of await shimPids(dir)) left.push(`shim ${pid}`)
   for (const m of await mountsUnder(dir)) left.push(`mount ${m}`)
-  for (const h of hierarchies()) if (existsSync(join(CgroupHierarchies, h, r.name))) left.push(`cgroup ${h}/${r.name}`)
+  for (const h of allHierarchies()) if (existsSync(join(CgroupHierarchies, h, r.name))) left.push(`cgroup ${h}/${r.name}`)
   const {exitCode} = await execa('ip', ['link', 'show', r.bridge], {reject: false})
   if (exitCode === 0) left.push(`bridge ${r.bridge}`)
   const now = await readTunables()

@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa} from 'execa'
-import {mkdirSync, readFileSync} from 'node:fs'
+import {appendFileSync, mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
 import {type Clients, clients, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
@@ -93,5 +93,40 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     // The tmux server and its shell carry the command text too (with the EXITED marker): only other processes count.
     const left = (await processesMatching(`--name ${node}`)).filter((pid) => !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('EXITED'))
     expect(left).toEqual([])
+  })
+
+  test('a line another program writes on the terminal is gone at the next frame: the first line is drawn once, at the top (150x40)', async () => {
+    const name = uniqueName('clitui-stray')
+    const stateDir = join(runDir(), 'nodes', name)
+    mkdirSync(stateDir, {recursive: true})
+    const cmd = `KUBECONFIG='${kubeconfigPath()}' '${cliPath()}' up --name ${name} --state-dir '${stateDir}' --port 0; echo "EXITED rc=$?"; sleep 60`
+    expect((await tmux(['new-session', '-d', '-s', 'stray', '-x', '150', '-y', '40', 'env', '-u', 'CI', 'sh', '-c', cmd])).exitCode).toBe(0)
+    try {
+      const header = new RegExp(`^${name} on https://`)
+      await waitFor(async () => /Ready=True/.test(await screen('stray')) && /q quit/.test(lastScreen), () => `the dashboard:\n${lastScreen}`, 30_000, 200)
+      expect((await screen('stray')).split('\n')[0]).toMatch(header)
+      // What a background job (the demo's `kubectl apply` once) does: write on the terminal the dashboard owns.
+      const tty = (await tmux(['display-message', '-p', '-t', 'stray', '#{pane_tty}'])).stdout.trim()
+      appendFileSync(tty, 'deployment.apps/stray created\n')
+      await waitFor(
+        async () => {
+          const lines = (await screen('stray')).split('\n')
+          return header.test(lines[0]) && lines.filter((l) => header.test(l)).length === 1 && !lines.some((l) => l.includes('deployment.apps/stray'))
+        },
+        () => `the next frames to own the screen again (first line once, at the top; the stray line gone):\n${lastScreen}`,
+        10_000,
+        200,
+      )
+      // And it stays so over later redraws (the lease age moves every second).
+      const age = /lease (\d+)s ago/.exec(lastScreen)?.[1]
+      await waitFor(async () => /lease (\d+)s ago/.exec(await screen('stray'))?.[1] !== age, 'a later redraw', 15_000, 200)
+      const lines = lastScreen.split('\n')
+      expect(lines[0]).toMatch(header)
+      expect(lines.filter((l) => header.test(l))).toHaveLength(1)
+    } finally {
+      await tmux(['send-keys', '-t', 'stray', 'q'])
+      await waitFor(async () => /EXITED rc=\d+/.test(await screen('stray')), () => `up to exit:\n${lastScreen}`, 30_000, 200)
+      await c.core.deleteNode({name}).catch(() => undefined)
+    }
   })
 })

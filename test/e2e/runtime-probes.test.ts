@@ -71,7 +71,7 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
     const kill = await h.waitEvent('live', (x) => x.reason === 'Killing', 'Killing event')
     expect(kill.message).toBe('Container app failed liveness probe, will be restarted')
     const unhealthy = await h.waitEvent('live', (x) => x.reason === 'Unhealthy', 'Unhealthy')
-    expect(unhealthy.message).toBe('Liveness probe failed: no flag')
+    expect(unhealthy.message).toBe('Liveness probe failed: no flag\n')
   })
 
   test('startup probe (tcpSocket): liveness and readiness wait for it; started and ready follow; a startup failure restarts', async () => {

@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {PassThrough} from 'node:stream'
 import {TerminalSizes} from '../../src/emulator/provider/streaming.js'
 import {ExecStartError, exitCodeOf, resolveExecutable, startExec} from '../../src/emulator/runtime/container-exec.js'
-import {portForwardStreamProblem} from '../../src/emulator/server/portforward.js'
+import {portForwardStreamProblem} from '../../src/emulator/server/routes/port-forward.js'
 import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions} from '../../src/emulator/server/streaming/remotecommand.js'
 
 const PATH = '/usr/local/bin:/usr/bin:/bin'

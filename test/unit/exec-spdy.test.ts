@@ -1,7 +1,7 @@
 import {afterEach, describe, expect, test} from '@jest/globals'
 import {connect, createServer, type Server, type Socket} from 'node:net'
 import {constants as zc, createDeflate, inflateSync} from 'node:zlib'
-import {SpdyHeaderDictionary} from '../../src/emulator/server/streaming/spdy-dictionary.js'
+import {SpdyHeaderDictionary} from '../../src/emulator/server/spdy/dictionary.js'
 import {
   adler32,
   dataFrame,
@@ -20,8 +20,8 @@ import {
   rstStreamFrame,
   type SpdyHeaders,
   synStreamFrame,
-} from '../../src/emulator/server/streaming/spdy-frames.js'
-import {SpdySession, type SpdyStream} from '../../src/emulator/server/streaming/spdy-session.js'
+} from '../../src/emulator/server/spdy/frames.js'
+import {SpdySession, type SpdyStream} from '../../src/emulator/server/spdy/session.js'
 
 /** A zlib stream with the SPDY dictionary, sync-flushed per block: what a Go (or any) SPDY peer sends. */
 function peerCompressor() {

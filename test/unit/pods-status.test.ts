@@ -100,6 +100,34 @@ describe('pod status building', () => {
     expect(cond(s, 'ContainersReady')).toMatchObject({status: 'False', reason: 'PodFailed'})
   })
 
+  test('a provider holding the sandbox back (volumes not mounted): PodReadyToStartContainers False and no IP, to the end', () => {
+    const held = {type: 'PodReadyToStartContainers', status: 'False', reason: 'WaitingForVolumes'}
+    const waiting = build(pod(), {reported: {conditions: [held]}, sandboxReady: true, hadSandbox: true})
+    expect(cond(waiting, 'PodReadyToStartContainers')!.status).toBe('False')
+    expect(waiting.podIP).toBeUndefined()
+    const ended = build(pod(), {reported: {conditions: [held]}, hadSandbox: true, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(ended.podIP).toBeUndefined()
+    const mounted = build(pod(), {reported: {}, sandboxReady: true, hadSandbox: true})
+    expect(cond(mounted, 'PodReadyToStartContainers')!.status).toBe('True')
+    expect(mounted.podIP).toBe('10.1.2.3')
+  })
+
+  test('a pod that ended before any status was written while its sandbox was ready still reports the sandbox IP', () => {
+    const s = build(pod({restartPolicy: 'Never'}), {reported: {containerStatuses: [exited('app', 1)]}, hadSandbox: true, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(s.phase).toBe('Failed')
+    expect(cond(s, 'PodReadyToStartContainers')!.status).toBe('False')
+    expect(s.podIP).toBe('10.1.2.3')
+  })
+
+  test('a terminated pod whose container never started: Failed, but its conditions are those of the Pending pod it was (TerminatePod leaves them)', () => {
+    const waiting: V1ContainerStatus = {name: 'app', image: 'img', imageID: '', ready: false, started: false, restartCount: 0, state: {waiting: {reason: 'CreateContainerConfigError', message: 'configmap "x" not found'}}}
+    const s = build(pod(), {reported: {containerStatuses: [waiting]}, podIsTerminal: true, couldHaveRunningContainers: false})
+    expect(s.phase).toBe('Failed')
+    expect(s.containerStatuses![0].state!.terminated).toMatchObject({exitCode: 137, reason: 'ContainerStatusUnknown'})
+    expect(cond(s, 'ContainersReady')).toMatchObject({status: 'False', reason: 'ContainersNotReady', message: 'containers with unready status: [app]'})
+    expect(cond(s, 'Ready')).toMatchObject({status: 'False', reason: 'ContainersNotReady'})
+  })
+
   test('a deleted restartPolicy Always pod whose processes exited 0 on SIGTERM is Succeeded; 143 makes it Failed', () => {
     expect(build(pod(), {reported: {containerStatuses: [exited('app', 0)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Succeeded')
     expect(build(pod(), {reported: {containerStatuses: [exited('app', 143)]}, podIsTerminal: true, couldHaveRunningContainers: false}).phase).toBe('Failed')

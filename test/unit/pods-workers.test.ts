@@ -4,6 +4,7 @@ import {unavailable} from '../../src/emulator/provider/errdefs.js'
 import type {AdmissionNode} from '../../src/emulator/pods/admission.js'
 import {PodController} from '../../src/emulator/pods/pod-controller.js'
 import {mergeUpdates, PodWorker} from '../../src/emulator/pods/pod-worker.js'
+import {shutdownGracePeriod} from '../../src/emulator/pods/pod-workers.js'
 import {TestProvider} from '../support/test-provider.js'
 
 /** Records status patches and deletes the way the API server would answer them. */
@@ -331,5 +332,15 @@ describe('pod worker mechanics', () => {
     expect(w.effectiveGrace({type: 'update', pod: deleting(p, 10)})).toBe(10)
     expect(w.effectiveGrace({type: 'kill', pod: p, gracePeriodOverride: 3})).toBe(3)
     expect(w.effectiveGrace({type: 'update', pod: deleting(p, 0)})).toBe(1)
+  })
+})
+
+describe('graceful node shutdown', () => {
+  const withGrace = (g?: number): V1Pod => ({metadata: {name: 'p', namespace: 'd', uid: 'u'}, spec: {containers: [{name: 'c'}], terminationGracePeriodSeconds: g}})
+  test("each pod gets the node's shutdown grace, or its own when that is shorter (the kubelet's shutdown manager)", () => {
+    expect(shutdownGracePeriod(withGrace(5), 30)).toBe(5)
+    expect(shutdownGracePeriod(withGrace(0), 30)).toBe(0)
+    expect(shutdownGracePeriod(withGrace(60), 30)).toBe(30)
+    expect(shutdownGracePeriod(withGrace(undefined), 30)).toBe(30)
   })
 })

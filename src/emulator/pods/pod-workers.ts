@@ -75,7 +75,7 @@ export class PodWorkers {
    */
   async terminateAll(graceSeconds: number, override: StatusOverride | undefined, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     const live = [...this.workers.values()].filter((w) => w.state !== 'terminated')
-    for (const w of live) w.update({type: 'kill', pod: w.pod, gracePeriodOverride: graceSeconds, statusOverride: override})
+    for (const w of live) w.update({type: 'kill', pod: w.pod, gracePeriodOverride: shutdownGracePeriod(w.pod, graceSeconds), statusOverride: override})
     const all = Promise.all(live.map(async (w) => {
       await w.terminated
       await w.idle()
@@ -100,4 +100,14 @@ export class PodWorkers {
     this.workers.clear()
     this.restarts.clear()
   }
+}
+
+/**
+ * The node shutdown manager's grace for one pod: the node's shutdown grace,
+ * or the pod's own terminationGracePeriodSeconds when that is shorter (a
+ * pod that asks for 5 s is not given 30).
+ */
+export function shutdownGracePeriod(pod: V1Pod, graceSeconds: number): number {
+  const own = pod.spec?.terminationGracePeriodSeconds
+  return own !== undefined && own !== null && own <= graceSeconds ? own : graceSeconds
 }

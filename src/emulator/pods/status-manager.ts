@@ -63,6 +63,10 @@ interface Entry {
   /** A static pod: its status is written onto its mirror pod. */
   isStatic: boolean
   sandboxReady: boolean
+  /** A new generation (a spec change, a graceful delete) waits to be written: no transition hold delays it. */
+  generationDue?: boolean
+  /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
+  hadSandbox: boolean
   terminal: boolean
   override?: StatusOverride
   timer?: NodeJS.Timeout
@@ -119,7 +123,10 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       e.pod = pod
       // The status speaks for a generation (observedGeneration): a new one, a graceful delete's too, is written
       // at once, as the kubelet's sync writes it.
-      if (generationMoved && !e.deleted && !e.gone) this.dirty(e)
+      if (generationMoved && !e.deleted && !e.gone) {
+        e.generationDue = true
+        this.dirty(e)
+      }
     } else {
       const isStatic = isStaticPod(pod)
       this.entries.set(uid, {
@@ -128,6 +135,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
         isStatic,
         writtenTo: isStatic ? undefined : uid,
         sandboxReady: false,
+        hadSandbox: false,
         terminal: false,
         deleted: false,
         gone: false,
@@ -168,6 +176,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const e = this.entries.get(uid)
     if (!e || e.sandboxReady === ready) return
     e.sandboxReady = ready
+    if (ready) e.hadSandbox = true
     this.dirty(e)
   }
 
@@ -223,6 +232,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       nodeIP: this.opts.nodeIP,
       now: this.now(),
       sandboxReady: e.sandboxReady,
+      hadSandbox: e.hadSandbox,
       podIsTerminal: e.terminal,
       couldHaveRunningContainers: this.opts.hooks.couldHaveRunningContainers(e.uid),
       override: e.terminal ? e.override : undefined,
@@ -243,7 +253,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     e.dueAt = due
     e.timer = setTimeout(() => {
       e.timer = undefined
-      const held = this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
+      const held = !e.generationDue && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
       if (held > 0) {
         this.schedule(e, held)
         return
@@ -259,6 +269,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     clearTimeout(e.timer)
     e.timer = undefined
     e.firstDirtyAt = undefined
+    e.generationDue = false
     const p = this.write(e)
     e.writing = p
     try {

@@ -1,4 +1,5 @@
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
+import {SandboxWaitingReason} from '../provider/handler.js'
 
 /**
  * Pure pod status generation, the kubelet's way (kubelet_pods.go
@@ -43,6 +44,8 @@ export interface StatusInput {
   now: Date
   /** The provider has the pod's sandbox (PodReadyToStartContainers). */
   sandboxReady: boolean
+  /** The pod had a sandbox at some point: its IP is reported even if no status was written while it was ready. */
+  hadSandbox?: boolean
   /** The pod worker is terminated: no process of the pod can run any more (kubelet podIsTerminal + TerminatePod). */
   podIsTerminal: boolean
   /** Processes may still be running: a terminal phase is held back (status manager mergePodStatus). */
@@ -155,9 +158,9 @@ function initializedPrefix(initStatuses: V1ContainerStatus[]): number {
 }
 
 /** Whatever is not terminated is reported as lost, exit 137. */
-function terminateAll(statuses: V1ContainerStatus[], now: Date): V1ContainerStatus[] {
+function terminateAll(statuses: V1ContainerStatus[], now: Date, which: (s: V1ContainerStatus) => boolean = () => true): V1ContainerStatus[] {
   return statuses.map((s) => {
-    if (s.state?.terminated) return s
+    if (s.state?.terminated || !which(s)) return s
     const startedAt = s.state?.running?.startedAt
     return {
       ...s,
@@ -336,6 +339,9 @@ function observedGeneration(pod: V1Pod, previous: V1PodStatus): Pick<V1PodStatus
 /** The pod status the kubelet would write now. */
 export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
+  // The provider holds the sandbox back (its volumes are not mounted): no PodReadyToStartContainers, no IP.
+  const holdsSandbox = !!reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxWaitingReason)
+  const sandboxReady = input.sandboxReady && !holdsSandbox
   const now = toSeconds(input.now)
   const apiStatus = pod.status ?? {}
   const previous = input.previous ?? apiStatus
@@ -350,17 +356,17 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     initStatuses = []
     statuses = []
     ephemeralStatuses = []
-  } else if (input.podIsTerminal) {
-    const t = terminatePod(spec, initStatuses, statuses, now)
-    initStatuses = t.initStatuses
-    statuses = t.statuses
-    ephemeralStatuses = terminateAll(ephemeralStatuses, now)
   }
   statuses.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
 
+  // generateAPIPodStatus: phase and conditions come from the containers as the runtime last saw them
+  // (on a terminated pod nothing runs: a container still reported running was lost);
+  // TerminatePod rewrites the waiting containers and the phase afterwards, and leaves the conditions alone.
+  if (input.podIsTerminal) {
+    initStatuses = terminateAll(initStatuses, now, (s) => !!s.state?.running)
+    statuses = terminateAll(statuses, now, (s) => !!s.state?.running)
+  }
   let phase: PodPhase = getPhase(pod, initStatuses, statuses, input.podIsTerminal)
-  // TerminatePod: a pod that will run nothing more is never left Pending or Running.
-  if (input.podIsTerminal && !isTerminalPhase(phase)) phase = 'Failed'
   let reason: string | undefined
   let message: string | undefined
   if (reported?.phase && isTerminalPhase(reported.phase)) {
@@ -398,7 +404,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     [
       // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
       ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
-      condition('PodReadyToStartContainers', input.sandboxReady && !input.podIsTerminal),
+      condition('PodReadyToStartContainers', sandboxReady && !input.podIsTerminal),
       initializedCondition(pod, phase, initStatuses, statuses),
       readyCondition(pod, containersReady),
       containersReady,
@@ -409,6 +415,15 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     now,
   ), pod.metadata?.generation)
 
+  if (input.podIsTerminal && !input.override?.noContainers) {
+    const t = terminatePod(spec, initStatuses, statuses, now)
+    initStatuses = t.initStatuses
+    statuses = t.statuses
+    ephemeralStatuses = terminateAll(ephemeralStatuses, now)
+  }
+  // TerminatePod: a pod that will run nothing more is never left Pending or Running.
+  if (input.podIsTerminal && !isTerminalPhase(phase) && (!input.couldHaveRunningContainers || o)) phase = 'Failed'
+
   const status: V1PodStatus = {
     ...observedGeneration(pod, previous),
     phase,
@@ -417,7 +432,7 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     hostIPs: [{ip: nodeIP}],
     // A pod on the host network has the node IP once a sandbox existed; one with a network of
     // its own has the address the runtime reports.
-    ...(input.sandboxReady || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
+    ...(sandboxReady || (input.hadSandbox && !holdsSandbox) || previous.podIP ? podIPs(reported?.podIP, nodeIP) : {}),
     startTime: previous.startTime ? new Date(previous.startTime) : apiStatus.startTime ? new Date(apiStatus.startTime) : now,
     ...(input.override?.noContainers ? {} : {containerStatuses: statuses}),
     ...(hasInit && !input.override?.noContainers ? {initContainerStatuses: initStatuses} : {}),

@@ -14,7 +14,14 @@ import type {PodUsage} from './usage.js'
  * initContainerStatuses; phase/reason/message only for pod-level outcomes
  * such as DeadlineExceeded); the status manager turns that into the pod
  * status the kubelet would write (phase, conditions, IPs, startTime).
+ * A provider whose pod cannot have its sandbox yet (the kubelet makes it only
+ * once the pod's volumes are mounted) says so with a PodReadyToStartContainers
+ * condition False with reason SandboxWaitingReason: PodReadyToStartContainers
+ * stays False and the pod gets no IP until it stops saying so.
  */
+/** The reported condition reason by which a provider holds back the pod's sandbox (see PodLifecycleHandler). */
+export const SandboxWaitingReason = 'WaitingForVolumes'
+
 export interface PodLifecycleHandler {
   /** Start running the pod. Returns once started (not once ready). */
   createPod(pod: V1Pod): Promise<void>

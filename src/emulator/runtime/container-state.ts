@@ -48,6 +48,12 @@ export class ContainerState {
   logPath: string | undefined
   /** The mirrored terminationMessagePath of the current instance. */
   terminationMessageFile: string | undefined
+  /**
+   * The status as it was before the current instance started, shown until the
+   * relist that sees the start (sync-clock.ts): an instance that ends before
+   * then is never reported running, as on the kubelet.
+   */
+  unobserved: {until: number; status: V1ContainerStatus} | undefined
 
   constructor(
     public spec: V1Container,
@@ -91,7 +97,13 @@ export class ContainerState {
     this.history.length = Math.min(this.history.length, 2)
   }
 
+  /** Whether the current instance's start has been seen (see unobserved). */
+  observed(now = Date.now()): boolean {
+    return !this.unobserved || now >= this.unobserved.until
+  }
+
   status(defaultWaiting: string): V1ContainerStatus {
+    if (this.proc && !this.observed()) return structuredClone(this.unobserved!.status)
     let state: V1ContainerState
     let last: Termination | undefined
     if (this.proc) {

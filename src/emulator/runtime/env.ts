@@ -85,7 +85,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
       if (v.value !== undefined && v.value !== '') {
         tmp.set(v.name, expand(v.value, mapping))
       } else if (v.valueFrom) {
-        const value = await valueFrom(v.name, v.valueFrom, pod, container, input.node, cache, namespace, events)
+        const value = await valueFrom(v.name, v.valueFrom, pod, container, input.node, cache, namespace)
         if (value !== undefined) tmp.set(v.name, value)
       } else {
         tmp.set(v.name, '')
@@ -114,7 +114,7 @@ async function addEnvFrom(
   else if (source.secretRef) ref = sourceRef('Secret', namespace, source.secretRef.name, source.secretRef.optional)
   else return
   const what = `${ref.kind === 'ConfigMap' ? 'configMap' : 'secret'} ${namespace}/${ref.name}`
-  const data = await referencedData(cache, ref, events)
+  const data = await referencedData(cache, ref)
   if (!data) return
   const invalid: string[] = []
   for (const [k, v] of Object.entries(data)) {
@@ -145,7 +145,6 @@ async function valueFrom(
   node: NodeFacts,
   cache: ObjectLookup,
   namespace: string,
-  events: EnvEvent[],
 ): Promise<string | undefined> {
   const keyRef = from.configMapKeyRef
     ? sourceRef('ConfigMap', namespace, from.configMapKeyRef.name, from.configMapKeyRef.optional)
@@ -153,9 +152,9 @@ async function valueFrom(
       ? sourceRef('Secret', namespace, from.secretKeyRef.name, from.secretKeyRef.optional)
       : undefined
   if (keyRef) {
-    const data = await referencedData(cache, keyRef, events)
+    const data = await referencedData(cache, keyRef)
     if (!data) return undefined
-    return referencedKey(data, keyRef, (from.configMapKeyRef ?? from.secretKeyRef)!.key, 'env', events)
+    return referencedKey(data, keyRef, (from.configMapKeyRef ?? from.secretKeyRef)!.key, 'env')
   }
   if (from.fieldRef) {
     const value = podFieldValue(pod, from.fieldRef.fieldPath, node)

@@ -22,7 +22,12 @@ export interface HandlerContext {
   ports: V1ContainerPort[]
 }
 
-export type HandlerOutcome = {result: 'success' | 'failure' | 'warning'; output: string}
+/**
+ * output: what the handler said (an exec's stdout then stderr, as written: the
+ * kubelet's exec-probe message); error: for a failed exec, the runtime's error
+ * (a lifecycle hook's message names both).
+ */
+export type HandlerOutcome = {result: 'success' | 'failure' | 'warning'; output: string; error?: string}
 
 export function probeUserAgent(): string {
   const [major, minor] = TargetKubernetesVersion.replace(/^v/, '').split('.')
@@ -66,21 +71,22 @@ async function runExec(command: string[], ctx: HandlerContext, timeoutMs: number
     detached: true,
     cleanup: false,
     stdin: 'ignore',
-    all: true,
     reject: false,
     timeout: timeoutMs,
     killSignal: 'SIGKILL',
     forceKillAfterDelay: false,
     maxBuffer: MaxProbeBodyBytes,
+    stripFinalNewline: false,
     cancelSignal: signal,
   })
   const r = await child
   if (child.pid) signalGroup(child.pid, 'SIGKILL')
-  const output = String(r.all ?? '').trim()
+  // The CRI's ExecSync: stdout, then stderr, untouched.
+  const output = `${String(r.stdout ?? '')}${String(r.stderr ?? '')}`
   if (r.timedOut) return {result: 'failure', output: `command ${JSON.stringify(argv)} timed out`}
   if (r.failed && r.exitCode === undefined) return {result: 'failure', output: `exec ${JSON.stringify(argv[0])}: ${r.code === 'ENOENT' ? 'executable file not found in $PATH' : (r.shortMessage ?? 'failed')}`}
   if (r.exitCode === 0) return {result: 'success', output}
-  return {result: 'failure', output: output || `command ${JSON.stringify(argv)} exited with ${r.exitCode}`}
+  return {result: 'failure', output, error: `command '${argv.join(' ')}' exited with ${r.exitCode}: ${String(r.stderr ?? '')}`}
 }
 
 export function resolvePort(port: number | string | undefined, ports: V1ContainerPort[]): number | string {

@@ -204,6 +204,17 @@ export function resolveProgram(container: V1Container, images: ImageMap): Progra
 }
 
 /**
+ * Whether an image is present on the machine, for imagePullPolicy Never: a
+ * process node has no image store and pulls nothing, so an image is there when
+ * the image map (the `--images` file, or the built-in map below it) has an
+ * entry for it. Any other image is reported as the kubelet reports an image
+ * it does not have (ErrImageNeverPull), even when the container has a command.
+ */
+export function imagePresent(image: string, images: ImageMap): boolean {
+  return image !== '' && images.resolve(image) !== undefined
+}
+
+/**
  * Where an image map entry's program is not installed: the
  * CreateContainerError message, naming the image, the program and where it
  * was looked for, and how to map the image to something else.

@@ -1,15 +1,16 @@
-import type {V1Container, V1EphemeralContainer, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {V1Container, V1EphemeralContainer, V1Lifecycle, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
 import {closeSync, mkdirSync, openSync, readSync, writeFileSync} from 'node:fs'
 import {dirname, isAbsolute, join, relative} from 'node:path'
-import type {ProviderContext} from '../provider/handler.js'
+import {SandboxWaitingReason, type ProviderContext} from '../provider/handler.js'
 import {Backoff} from '../kube/backoff.js'
 import {ContainerProcess, StartError, type ExitInfo} from './container-process.js'
 import {ContainerState, podDesc, podRef, type ContainerKind, type Termination} from './container-state.js'
 import {goDuration, type CrashLoopTiming} from './crash-loop.js'
+import {nextRelist, syncBackoffDelay, type SyncClock} from './sync-clock.js'
 import {buildContainerEnv, type NodeFacts} from './env.js'
-import {runHook, type HandlerContext} from './handlers.js'
-import {resolveProgram, type ImageMap} from './images.js'
+import {runHook, type HandlerContext, type HandlerOutcome} from './handlers.js'
+import {imagePresent, resolveProgram, type ImageMap} from './images.js'
 import {prepareProgram} from './image-program.js'
 import {EventReason} from '../kube/event-reasons.js'
 import {containerLogDir, containerLogFile, podLogDir} from './log-layout.js'
@@ -31,11 +32,22 @@ import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNa
 import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 import {DefaultTerminationGracePeriodSeconds as DefaultTerminationGraceSeconds} from '../provider/pod-defaults.js'
 
+/** Waiting reasons of a container that could not be created on a sync: retried on the next sync, not under CrashLoopBackOff. */
+const SyncRetryReasons = new Set(['CreateContainerConfigError', 'CreateContainerError', 'ErrImageNeverPull'])
+/** A start that failed (the runtime's error): the next sync comes on the pod worker's back-off, and then the crash-loop back-off applies. */
+const StartFailedReasons = new Set(['RunContainerError', 'PostStartHookError'])
+
+/** The kubelet's message for a failed postStart hook (lifecycle/handlers.go), which the container's waiting state carries. */
+export function hookErrorMessage(handler: NonNullable<V1Lifecycle['postStart']>, container: string, pod: V1Pod, r: HandlerOutcome): string {
+  if (handler.exec) {
+    return `Exec lifecycle hook ([${(handler.exec.command ?? []).join(' ')}]) for Container "${container}" in Pod "${podDesc(pod)}" failed - error: ${r.error ?? r.output}, message: ${JSON.stringify(r.error ? r.output : '')}`
+  }
+  if (handler.httpGet) return `HTTP lifecycle hook (${handler.httpGet.path ?? ''}) for Container "${container}" in Pod "${podDesc(pod)}" failed - error: ${r.output}`
+  return r.output
+}
+
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
 export const MinimumKillGraceMs = 2_000
-/** Retrying a container whose config (ConfigMap, Secret, volume) is missing: from 1 s, doubling to 8 s. */
-export const DefaultConfigRetryInitialMs = 1_000
-export const DefaultConfigRetryMaxMs = 8_000
 /** The kubelet reads at most this much of a termination message file. */
 export const MaxTerminationMessageBytes = 4096
 export const DefaultTerminationMessagePath = '/dev/termination-log'
@@ -80,7 +92,10 @@ export interface PodRuntimeDeps {
   node: NodeFacts
   rotation: LogRotation
   crashLoop: CrashLoopTiming
-  configRetry: {initialMs: number; maxMs: number}
+  /** Retrying volumes that did not mount (the volume manager's backoff). */
+  mountRetry: {initialMs: number; maxMs: number}
+  /** The kubelet's relist and sync back-off: when a start is seen, when a failed sync is retried. */
+  sync: SyncClock
   sandbox: string
   /** The pod's projected service account tokens (shared by the node's pods). */
   tokens: TokenSource
@@ -138,8 +153,14 @@ export class PodRuntime {
   private loop: Promise<void> | undefined
   private wakeTimer: NodeJS.Timeout | undefined
   private wakeAt = Infinity
-  private readonly configRetry: Backoff
+  private readonly mountRetry: Backoff
+  /** No retry of a failed setup or container config before this (epoch ms). */
   private configRetryAt = 0
+  /** Syncs of this pod that failed so far (the first retry comes with the sandbox's relist, later ones on the back-off). */
+  private failedSyncs = 0
+  /** Mounts that failed so far: the sandbox waits for them. */
+  private mountFailures = 0
+  private observeTimer: NodeJS.Timeout | undefined
   /** When the local storage limits are measured next (local-storage.ts). */
   private storageCheckAt = 0
   private lastNotified = ''
@@ -163,7 +184,7 @@ export class PodRuntime {
       ...spec.containers.map((c) => new ContainerState(c, 'regular', deps.crashLoop)),
       ...ephemeralSpecs(pod).map((c) => new ContainerState(c, 'ephemeral', deps.crashLoop)),
     ]
-    this.configRetry = new Backoff(deps.configRetry.initialMs, deps.configRetry.maxMs)
+    this.mountRetry = new Backoff(deps.mountRetry.initialMs, deps.mountRetry.maxMs)
     this.refresh = new VolumeRefresher(
       {
         pod: () => this.pod,
@@ -214,7 +235,7 @@ export class PodRuntime {
     return this.pod.spec?.restartPolicy ?? 'Always'
   }
 
-  /** Starts the pod; resolves after the first sync pass (started, not ready). */
+  /** Starts the pod; resolves after the first sync pass (started, not ready) once the relist has seen its starts. */
   async start(): Promise<void> {
     mkdirSync(this.deps.sandbox, {recursive: true, mode: 0o700})
     this.refresh.track(this.pod)
@@ -222,6 +243,10 @@ export class PodRuntime {
     this.writeRecord()
     this.publish()
     await this.kick()
+    // The start is reported with the relist that sees it: the pod core holds its first write until then.
+    const unseen = this.containers.filter((c) => c.proc && !c.observed()).map((c) => c.unobserved!.until).filter(Number.isFinite)
+    if (unseen.length > 0) await new Promise((r) => setTimeout(r, Math.max(...unseen) - Date.now() + 1))
+    this.publish()
   }
 
   /** The spec, labels or annotations changed: a changed image restarts its container. */
@@ -273,7 +298,7 @@ export class PodRuntime {
             this.dirty = false
             await this.syncOnce().catch((error: unknown) => {
               void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedSync', `error syncing pod: ${(error as Error).message}`)
-              this.scheduleWake(Date.now() + this.deps.configRetry.maxMs)
+              this.scheduleWake(Date.now() + syncBackoffDelay(this.deps.sync))
             })
             this.publish()
           }
@@ -358,19 +383,18 @@ export class PodRuntime {
 
   /** Starts a container unless it is in CrashLoopBackOff or waits for its config. */
   private async maybeStart(c: ContainerState): Promise<void> {
-    if (c.waiting?.reason === 'CreateContainerConfigError' || c.waiting?.reason === 'CreateContainerError') {
+    if (c.waiting && (SyncRetryReasons.has(c.waiting.reason) || StartFailedReasons.has(c.waiting.reason))) {
       if (Date.now() < this.configRetryAt) return this.scheduleWake(this.configRetryAt)
     }
     const last = c.lastExit
-    if (last && c.instances > 0 && !c.restartNow && !c.waiting?.reason.startsWith('CreateContainer')) {
+    if (last && c.instances > 0 && !c.restartNow && !(c.waiting && SyncRetryReasons.has(c.waiting.reason))) {
       const wait = c.backoff.check(last.finishedAt.getTime())
       if (wait > 0) {
-        const message = `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(this.pod)}`
-        if (c.waiting?.reason !== 'CrashLoopBackOff') {
-          this.event(c, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${podDesc(this.pod)}`)
-        }
-        c.waiting = {reason: 'CrashLoopBackOff', message}
-        return this.scheduleWake(Date.now() + wait)
+        // Every sync that finds the container in back-off says so, and the pod is synced again
+        // on the worker's back-off, not when the back-off ends (pod_workers.go).
+        this.event(c, 'Warning', 'BackOff', `Back-off restarting failed container ${c.name} in pod ${podDesc(this.pod)}`)
+        c.waiting = {reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(this.pod)}`}
+        return this.scheduleWake(Date.now() + syncBackoffDelay(this.deps.sync))
       }
     }
     c.restartNow = false
@@ -385,13 +409,16 @@ export class PodRuntime {
     const r = await materialiseVolumes(this.pod, this.deps.sandbox, this.volumeDeps())
     if (!r.ok) {
       void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedMount', r.message)
-      this.retryConfigLater()
+      this.mountFailures++
+      this.configRetryAt = Date.now() + this.mountRetry.next()
+      this.scheduleWake(this.configRetryAt)
       return false
     }
     this.volumes = r.volumes
     this.refresh.enable()
     this.writePodFiles()
-    this.configRetry.reset()
+    this.mountRetry.reset()
+    this.configRetryAt = 0
     return true
   }
 
@@ -409,13 +436,15 @@ export class PodRuntime {
       return true
     } catch (error) {
       void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', 'FailedCreatePodSandBox', `Failed to create pod sandbox: ${(error as Error).message}`)
-      this.retryConfigLater()
+      this.retrySyncLater()
       return false
     }
   }
 
-  private retryConfigLater(): void {
-    this.configRetryAt = Date.now() + this.configRetry.next()
+  /** A sync that failed (a container's config, image or start): the next one comes on the pod worker's clock. */
+  private retrySyncLater(): void {
+    const now = Date.now()
+    this.configRetryAt = this.failedSyncs++ === 0 ? Math.max(nextRelist(now + 1, this.deps.sync), now + 1) : now + syncBackoffDelay(this.deps.sync)
     this.scheduleWake(this.configRetryAt)
   }
 
@@ -467,6 +496,14 @@ export class PodRuntime {
 
   private async startContainer(c: ContainerState): Promise<void> {
     const pod = this.pod
+    // EnsureImageExists comes first: an image that is not there under pull policy Never stops the start.
+    if (c.spec.imagePullPolicy === 'Never' && !imagePresent(c.spec.image ?? '', this.deps.images)) {
+      const message = `Container image "${c.spec.image ?? ''}" is not present with pull policy of Never`
+      this.event(c, 'Warning', 'ErrImageNeverPull', message)
+      return this.configFailed(c, 'ErrImageNeverPull', message, 'Error: ErrImageNeverPull')
+    }
+    // The kubelet reports the image on every attempt, before the container's config is made.
+    this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
     const program = resolveProgram(c.spec, this.deps.images)
     if (!program.ok) return this.configFailed(c, 'CreateContainerError', program.message)
     const sandbox = this.deps.sandbox
@@ -526,6 +563,8 @@ export class PodRuntime {
       if (t?.proc?.sandboxed) view.pidNamespaceOf = t.proc.pid
     }
 
+    // What the status showed until now: it still does until the start is seen.
+    const before = c.status(this.defaultWaiting())
     // The new instance's restartCount: how many instances ran before it.
     const logPath = containerLogFile(this.deps.ctx.stateDir, pod.metadata!.namespace!, pod.metadata!.name!, this.uid, c.name, c.instances)
     c.instances++
@@ -533,10 +572,7 @@ export class PodRuntime {
     c.containerID = `vnode://${randomBytes(32).toString('hex')}`
     c.logPath = logPath
     c.waiting = undefined
-    this.configRetry.reset()
     this.configRetryAt = 0
-    // The kubelet reports the image on every start: Pulled, Created, Started, in that order.
-    this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
     this.event(c, 'Normal', 'Created', `Created container: ${c.name}`)
     if (!this.net.enabled) await this.deps.checkHostPorts?.(pod, c)
     let proc: ContainerProcess
@@ -571,11 +607,16 @@ export class PodRuntime {
       const now = new Date()
       c.pushTermination({exitCode: 128, reason: 'StartError', message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID})
       this.event(c, 'Warning', 'Failed', `Error: ${error.message}`)
+      // The sync failed: a container that will be restarted waits with the runtime's error until the next sync, then backs off.
+      c.waiting = {reason: 'RunContainerError', message: error.message}
       this.writeRecord()
-      this.dirty = true
+      this.retrySyncLater()
       return
     }
+    // Not seen before its program runs (a sandbox is still being built), and then at the next relist.
+    c.unobserved = {until: Infinity, status: before}
     c.proc = proc
+    this.publishWhenObserved()
     c.runningImage = c.spec.image
     c.started = !c.spec.startupProbe
     c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
@@ -583,13 +624,27 @@ export class PodRuntime {
     this.watchProcess(c, proc)
     const hctx = this.handlerContext(c, proc)
     const postStart = c.spec.lifecycle?.postStart
+    await proc.entered()
+    if (!postStart && c.proc === proc) {
+      c.unobserved = {until: nextRelist(Date.now(), this.deps.sync), status: before}
+      this.publishWhenObserved()
+    }
     if (postStart) {
-      await proc.entered()
+      // The kubelet runs the hook inside the sync that started the container, and a failed hook's kill too:
+      // nothing of this start is reported until that sync is over.
       const r = await runHook(postStart, hctx, 2 ** 31 - 1, this.abort.signal)
       if (r.result === 'failure' && c.proc === proc && !this.abort.signal.aborted) {
         this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
-        c.pendingWaiting = {reason: 'PostStartHookError', message: r.output}
-        void this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
+        c.pendingWaiting = {reason: 'PostStartHookError', message: hookErrorMessage(postStart, c.name, this.pod, r)}
+        await this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
+        // The failed sync ends here; the container's exit brings the next one with the relist.
+        this.configRetryAt = nextRelist(Date.now() + 1, this.deps.sync)
+        this.scheduleWake(this.configRetryAt)
+        return
+      }
+      if (c.proc === proc) {
+        c.unobserved = {until: nextRelist(Date.now(), this.deps.sync), status: before}
+        this.publishWhenObserved()
       }
     }
   }
@@ -680,10 +735,11 @@ export class PodRuntime {
     this.lastNotified = ''
   }
 
-  private configFailed(c: ContainerState, reason: string, message: string): void {
-    if (c.waiting?.reason !== reason || c.waiting.message !== message) this.event(c, 'Warning', 'Failed', `Error: ${message}`)
+  /** The container could not be created on this sync: Failed on every sync, as the kubelet's startContainer records it. */
+  private configFailed(c: ContainerState, reason: string, message: string, event = `Error: ${message}`): void {
+    this.event(c, 'Warning', 'Failed', event)
     c.waiting = {reason, message}
-    this.retryConfigLater()
+    this.retrySyncLater()
   }
 
   /** spec.workingDir (a path under a mountPath is its mirror), the image map's, or the container's root. */
@@ -710,7 +766,7 @@ export class PodRuntime {
         started: () => c.started,
         onResult: (k, r) => this.onProbeResult(c, proc, k, r),
         event: (type, reason, message) => this.event(c, type, reason, message),
-      })
+      }, this.createdAt)
       c.probes.push(w)
       w.start()
     }
@@ -760,6 +816,7 @@ export class PodRuntime {
     }
     c.pushTermination(t)
     c.proc = undefined
+    c.unobserved = undefined
     c.started = false
     c.ready = c.kind === 'init' && !failed
     this.writeRecord()
@@ -859,10 +916,15 @@ export class PodRuntime {
       await Promise.all(this.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of [...this.sidecars].reverse()) await this.stopContainer(c, `Stopping container ${c.name}`, graceLeft())
       await Promise.all(this.containers.map((c) => c.stopping))
-      // A container that never ran stays waiting: the pod core's TerminatePod decides which of them count as lost.
+      // The pod core's TerminatePod decides which of the containers that never ran count as lost.
       for (const c of this.containers) {
-        if (c.history.length > 0) c.waiting = undefined
-        c.ready = false
+        // Nothing will start again: a deleted pod's containers show no reason to wait (ShouldContainerBeRestarted is false),
+        // and only their newest instance (the kubelet's terminating status has no older one).
+        c.waiting = undefined
+        c.pendingWaiting = undefined
+        if (c.history.length > 1) c.history.length = 1
+        // A completed init container stays ready, as the kubelet reports it to the end.
+        if (c.kind !== 'init') c.ready = false
       }
       await this.cgroup.removePod(this.pod)
       stopPidNamespaceHolder(this.pidHolder)
@@ -888,6 +950,13 @@ export class PodRuntime {
     await removeTree(volumesDir(this.deps.sandbox))
   }
 
+  /** The container GC: of each container's dead instances only the newest is kept (it is the lastState of a running one). */
+  collectDeadInstances(): void {
+    if (this.closed) return
+    for (const c of this.containers) if (c.history.length > 1) c.history.length = 1
+    this.publish()
+  }
+
   /** No process of the pod is left. */
   get quiet(): boolean {
     return this.containers.every((c) => !c.running)
@@ -908,14 +977,33 @@ export class PodRuntime {
     else await this.terminating
     this.closed = true
     this.clearWake()
+    if (this.observeTimer) clearTimeout(this.observeTimer)
     await this.refresh.release()
     for (const c of this.containers) for (const p of c.probes) p.stop()
   }
 
   // ---- reporting ----
 
+  /** The waiting reason of a container that has not started: PodInitializing while the pod has init containers. */
+  private defaultWaiting(): string {
+    return (this.pod.spec?.initContainers?.length ?? 0) > 0 ? 'PodInitializing' : 'ContainerCreating'
+  }
+
+  /** A start shows at the relist that sees it: publish then (the earliest unseen start first). */
+  private publishWhenObserved(): void {
+    if (this.observeTimer) clearTimeout(this.observeTimer)
+    this.observeTimer = undefined
+    const pending = this.containers.filter((x) => x.proc && !x.observed()).map((x) => x.unobserved!.until).filter(Number.isFinite)
+    if (pending.length === 0 || this.closed) return
+    this.observeTimer = setTimeout(() => {
+      this.observeTimer = undefined
+      this.publish()
+      this.publishWhenObserved()
+    }, Math.max(0, Math.min(...pending) - Date.now()) + 1)
+  }
+
   status(): V1PodStatus {
-    const def = (this.pod.spec?.initContainers?.length ?? 0) > 0 ? 'PodInitializing' : 'ContainerCreating'
+    const def = this.defaultWaiting()
     const status: V1PodStatus = {
       ...this.pod.status,
       initContainerStatuses: this.inits.map((c) => c.status(def)),
@@ -926,6 +1014,10 @@ export class PodRuntime {
     this.cgroup.reportResources(this.pod, status, (name) => this.containers.find((c) => c.name === name)?.running ?? false)
     if (this.outcome) Object.assign(status, this.outcome)
     Object.assign(status, this.net.statusFields())
+    // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP).
+    if (!this.volumes && this.mountFailures > 0) {
+      status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxWaitingReason}]
+    }
     return status
   }
 

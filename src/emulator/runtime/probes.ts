@@ -48,14 +48,22 @@ export class ProbeWorker {
     private readonly ctx: HandlerContext,
     private readonly startedAt: Date,
     private readonly cb: ProbeCallbacks,
+    /** When the kubelet would have made this worker's ticker (the pod's first sync): probes come on its ticks. */
+    private readonly tickerStartedAt = Date.now(),
   ) {
     this.result = initialResult(kind)
   }
 
+  /** Probes on the worker's ticks: the first one at or after now, then every periodSeconds. */
   start(): void {
     const period = Math.max(1, this.probe.periodSeconds ?? DefaultProbePeriodSeconds) * 1000
-    this.timer = setInterval(() => void this.tick(), period)
-    void this.tick()
+    const now = Date.now()
+    const wait = (period - ((now - this.tickerStartedAt) % period)) % period
+    this.timer = setTimeout(() => {
+      if (this.stopped) return
+      this.timer = setInterval(() => void this.tick(), period)
+      void this.tick()
+    }, wait)
   }
 
   /** Probe now (the readiness worker is triggered when the startup probe succeeds). */
@@ -65,7 +73,8 @@ export class ProbeWorker {
 
   stop(): void {
     this.stopped = true
-    if (this.timer) clearInterval(this.timer)
+    // clearTimeout clears either kind of timer.
+    if (this.timer) clearTimeout(this.timer)
     this.timer = undefined
   }
 

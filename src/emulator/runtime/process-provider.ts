@@ -20,7 +20,8 @@ import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
 import {removeTree} from './volumes.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode} from './sandbox/spec.js'
-import {DefaultConfigRetryInitialMs, DefaultConfigRetryMaxMs, PodRuntime} from './pod-runtime.js'
+import {PodRuntime} from './pod-runtime.js'
+import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './sync-clock.js'
 import {processGroupUsage, type PodUsage} from './usage.js'
 import {ServiceAccountTokens} from './service-account-tokens.js'
 import type {VolumeRefreshOptions} from './volume-refresh.js'
@@ -31,6 +32,14 @@ import type {PodNetwork} from './network/pod-network.js'
 import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
 import type {ContainerState} from './container-state.js'
 
+/**
+ * The kubelet's ContainerGCPeriod: every minute its container GC removes the
+ * dead instances of each container but the newest (MaxPerPodContainer 1), so
+ * a pod's older exits stop showing (a deleted crash-looping container has no
+ * lastState once the GC has run).
+ */
+export const DefaultContainerGCPeriodMs = 60_000
+
 export interface ProcessProviderOptions {
   /** The `--images` file; ignored when `images` is given. */
   imagesFile?: string
@@ -39,7 +48,12 @@ export interface ProcessProviderOptions {
   path?: string
   rotation?: Partial<LogRotation>
   crashLoop?: Partial<CrashLoopTiming>
+  /** Retries of volumes that did not mount, and of failed syncs (no sooner than initialMs); the kubelet's clocks when unset. */
   configRetry?: {initialMs: number; maxMs: number}
+  /** The kubelet's relist period and sync back-off (sync-clock.ts). */
+  sync?: Partial<SyncClock>
+  /** How often dead instances beyond the newest of each container are forgotten (the kubelet's container GC); 0: never. */
+  containerGCPeriodMs?: number
   /** CPU cores / memory bytes resourceFieldRef reports for unset limits (default: the host's). */
   cpuCores?: number
   memoryBytes?: number
@@ -69,6 +83,7 @@ export interface ProcessProviderOptions {
  */
 export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming {
   private readonly pods = new Map<string, PodRuntime>()
+  private gcTimer: NodeJS.Timeout | undefined
   /** Process groups of exec'd commands by container instance: they die with it, as in its PID namespace. */
   private readonly execGroups = new Map<ContainerProcess, Set<number>>()
   private callback: (pod: V1Pod) => void = () => undefined
@@ -99,6 +114,13 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       cpuCores: opts.cpuCores ?? cpus().length,
       memoryBytes: opts.memoryBytes ?? totalmem(),
       ephemeralStorageBytes: 0,
+    }
+    const gcPeriod = opts.containerGCPeriodMs ?? DefaultContainerGCPeriodMs
+    if (gcPeriod > 0) {
+      this.gcTimer = setInterval(() => {
+        for (const rt of this.pods.values()) rt.collectDeadInstances()
+      }, gcPeriod)
+      this.gcTimer.unref()
     }
     if (opts.cgroups && opts.cgroups.mode !== 'none') {
       this.cgroups = new NodeCgroups(opts.cgroups, {nodeName: ctx.nodeName, stateDir: ctx.stateDir, cpuCores: this.node.cpuCores, memoryBytes: this.node.memoryBytes, podPidsLimit: opts.podPidsLimit})
@@ -174,14 +196,23 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     return {maxBytes: this.opts.rotation?.maxBytes ?? DefaultLogMaxBytes, maxFiles: this.opts.rotation?.maxFiles ?? DefaultLogMaxFiles}
   }
 
+  /** The kubelet's clocks; a shorter crash-loop or config retry (tests) shortens the sync back-off with it. */
+  private syncClock(crashLoop: CrashLoopTiming): SyncClock {
+    const clock = {...DefaultSyncClock, ...this.opts.sync}
+    const syncBackoffMs = Math.min(clock.syncBackoffMs, crashLoop.initialMs, this.opts.configRetry?.initialMs ?? Infinity)
+    return {...clock, syncBackoffMs}
+  }
+
   private newRuntime(pod: V1Pod): PodRuntime {
+    const crashLoop = {...DefaultCrashLoopTiming, ...this.opts.crashLoop}
     return new PodRuntime(pod, {
       ctx: this.ctx,
       images: this.images,
       node: this.node,
       rotation: this.rotation(),
-      crashLoop: {...DefaultCrashLoopTiming, ...this.opts.crashLoop},
-      configRetry: this.opts.configRetry ?? {initialMs: DefaultConfigRetryInitialMs, maxMs: DefaultConfigRetryMaxMs},
+      crashLoop,
+      mountRetry: this.opts.configRetry ?? {initialMs: DefaultMountRetryInitialMs, maxMs: DefaultMountRetryMaxMs},
+      sync: this.syncClock(crashLoop),
       sandbox: podSandbox(this.ctx.stateDir, pod.metadata!.uid!),
       tokens: this.tokens,
       volumeRefresh: this.opts.volumeRefresh,
@@ -320,6 +351,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   /** Kills whatever still runs and stops every timer; records stay on disk. */
   async close(): Promise<void> {
     this.closed = true
+    clearInterval(this.gcTimer)
     for (const groups of this.execGroups.values()) for (const g of groups) signalGroup(g, 'SIGKILL')
     this.execGroups.clear()
     await Promise.all([...this.pods.values()].map((p) => p.close()))

@@ -7,18 +7,13 @@ import type {ObjectKind, ObjectLookup} from '../kube/object-manager.js'
  * building and volume materialisation: a missing object or key is skipped
  * when the reference is optional and stops the container (env:
  * CreateContainerConfigError) or the mount (FailedMount) when it is not.
- * Only the messages differ, as the kubelet's do.
+ * Only the messages differ, as the kubelet's do. Nothing is recorded here: a
+ * mandatory miss is the container's Failed event (or the volume's FailedMount),
+ * an optional one is silent, as on the kubelet.
  */
 
 /** A mandatory reference that cannot be satisfied; the message is the kubelet's. */
 export class MissingReference extends Error {}
-
-/** An event the resolution wants recorded on the pod. */
-export interface ReferenceEvent {
-  type: 'Warning'
-  reason: string
-  message: string
-}
 
 /** Who is asking: the messages for a missing key differ between env and volumes. */
 export type ReferenceUse = 'env' | 'volume'
@@ -54,7 +49,7 @@ export function notFoundMessage(ref: {kind: ObjectKind; name: string}): string {
  * the reference is optional. A mandatory one that does not exist, or an
  * object that cannot be read, throws MissingReference.
  */
-export async function referencedData(objects: ObjectLookup, ref: SourceRef, events?: ReferenceEvent[]): Promise<Record<string, string> | undefined> {
+export async function referencedData(objects: ObjectLookup, ref: SourceRef): Promise<Record<string, string> | undefined> {
   let o: V1ConfigMap | V1Secret | null
   try {
     o = await objects.get(ref.kind, ref.namespace, ref.name)
@@ -62,17 +57,13 @@ export async function referencedData(objects: ObjectLookup, ref: SourceRef, even
     throw new MissingReference(describeApiError(error))
   }
   if (o) return ref.kind === 'ConfigMap' ? configMapData(o as V1ConfigMap) : secretData(o as V1Secret)
-  events?.push({type: 'Warning', reason: `${ref.optional ? 'Optional' : 'Mandatory'}${ref.kind}NotFound`, message: notFoundMessage(ref)})
   if (ref.optional) return undefined
   throw new MissingReference(notFoundMessage(ref))
 }
 
 /** One key of the object's data; undefined when it is missing and the reference optional, MissingReference when mandatory. */
-export function referencedKey(data: Record<string, string>, ref: SourceRef, key: string, use: ReferenceUse, events?: ReferenceEvent[]): string | undefined {
+export function referencedKey(data: Record<string, string>, ref: SourceRef, key: string, use: ReferenceUse): string | undefined {
   if (Object.hasOwn(data, key)) return data[key]
-  if (use === 'env') {
-    events?.push({type: 'Warning', reason: `${ref.optional ? 'Optional' : 'Mandatory'}${ref.kind}KeyNotFound`, message: `key "${key}" not found in ${lower(ref.kind)} "${ref.name}"`})
-  }
   if (ref.optional) return undefined
   if (use === 'env') throw new MissingReference(`couldn't find key ${key} in ${ref.kind} ${ref.namespace}/${ref.name}`)
   throw new MissingReference(`${lower(ref.kind)} references non-existent ${ref.kind === 'ConfigMap' ? 'config' : 'secret'} key: ${key}`)

@@ -1,26 +1,20 @@
-import type {V1Pod} from '@kubernetes/client-node'
 import type {IncomingMessage, ServerResponse} from 'node:http'
 import {createServer, type Server} from 'node:https'
 import type {AddressInfo, Socket} from 'node:net'
 import {UserError} from '../../errors.js'
 import type {ContainerStreaming} from '../provider/streaming.js'
-import {serveAttach} from './attach.js'
 import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
-import {LogOptionsError, parseLogOptions} from './log-options.js'
 import {CriContainerLogs} from '../runtime/container-logs.js'
-import {LogFormatter} from '../runtime/log-reader.js'
-import {type ContainerLogs, isContainerLogRefusal} from '../provider/logs.js'
-import {serveExec} from './exec.js'
-import {MetricsContentType, resourceMetrics} from './metrics.js'
+import type {ContainerLogs} from '../provider/logs.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
-import {PodPidsAnnotation} from '../node/node-status.js'
-import {servePortForward} from './portforward.js'
-import {defaultRunningCheck, type KubeletSources, type PodUsage} from './sources.js'
+import {defaultRunningCheck, type KubeletSources} from './sources.js'
 import {ensureServingCert, type ServingCert} from './serving-cert.js'
-import type {Cuttable, StreamingConnection, StreamingDeps} from './streaming/request.js'
-import {rejectSocket} from './streaming/upgrade.js'
-import {metaTime, SummaryBuilder} from './summary.js'
-import {nameProblem, pathSegments} from './validate.js'
+import {send, sendWith} from './routes/respond.js'
+import type {RouteContext} from './routes/route.js'
+import {findRoute} from './routes/table.js'
+import type {Cuttable} from './streaming/request.js'
+import {rejectSocket} from './spdy/upgrade.js'
+import {SummaryBuilder} from './summary.js'
 
 /**
  * The kubelet HTTPS API of one node (pkg/kubelet/server/server.go): what the
@@ -57,61 +51,16 @@ export interface KubeletServerOptions {
   streamIdleTimeoutMs?: number
 }
 
-type StreamingHandler = (conn: StreamingConnection, deps: StreamingDeps) => Promise<void>
-
-/** exec, attach and portForward: upgraded to SPDY streams; authorized as subresource proxy. */
-const StreamingRoutes: [string, StreamingHandler][] = [
-  ['/exec/', serveExec],
-  ['/attach/', serveAttach],
-  ['/portForward/', servePortForward],
-]
-
-function streamingRoute(path: string): StreamingHandler | undefined {
-  return StreamingRoutes.find(([prefix]) => path.startsWith(prefix))?.[1]
-}
-
-type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void
-
-function send(res: ServerResponse, status: number, body: string, contentType = 'text/plain; charset=utf-8'): void {
-  res.writeHead(status, {'Content-Type': contentType, 'X-Content-Type-Options': 'nosniff', 'Content-Length': Buffer.byteLength(body)})
-  res.end(body)
-}
-
-/** JSON as the API writes it: client-node models carry Dates, which become RFC 3339 seconds. */
-export function toJson(value: unknown): string {
-  return JSON.stringify(value, function (this: Record<string, unknown>, key, v: unknown) {
-    const original = this[key]
-    return original instanceof Date ? metaTime(original) : v
-  })
-}
-
-function sendWith(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v)
-  send(res, status, body.endsWith('\n') ? body : `${body}\n`)
-}
-
-function sendJson(res: ServerResponse, value: unknown): void {
-  send(res, 200, toJson(value), 'application/json')
-}
-
-/** One path and its trailing-slash twin. */
-function both(path: string): string[] {
-  return [path, `${path}/`]
-}
-
 export class KubeletServer {
   private server?: Server
   private readonly auth: KubeletAuth
-  private readonly summaries = new SummaryBuilder()
-  private readonly streams = new Set<AbortController>()
-  private readonly routes = new Map<string, Handler>()
+  /** Log follows in progress (the routes add and remove them; stop aborts them). */
+  private readonly follows = new Set<AbortController>()
   private readonly sessions = new Set<Cuttable>()
-  private readonly streamingDeps: StreamingDeps
-  private readonly logs: ContainerLogs
+  private readonly context: RouteContext
   cert?: ServingCert
 
   constructor(private readonly opts: KubeletServerOptions) {
-    this.logs = opts.logs ?? new CriContainerLogs(opts.stateDir, opts.sources.pods, opts.followPollMs)
     this.auth = new KubeletAuth({
       nodeName: opts.nodeName,
       anonymousAuth: opts.anonymousAuth,
@@ -119,19 +68,21 @@ export class KubeletServer {
       clientCa: opts.clientCa !== undefined,
       reviewer: opts.reviewer,
     })
-    const healthz: Handler = (_req, res) => send(res, 200, 'ok')
-    for (const p of ['/healthz', '/healthz/', '/healthz/ping', '/healthz/log', '/healthz/syncloop']) this.routes.set(p, healthz)
-    for (const p of both('/pods')) this.routes.set(p, (_req, res) => sendJson(res, this.podList(this.opts.sources.pods())))
-    for (const p of both('/runningpods')) this.routes.set(p, (_req, res) => sendJson(res, this.podList(this.runningPods())))
-    for (const p of both('/stats/summary')) this.routes.set(p, (_req, res) => sendJson(res, this.summary()))
-    for (const p of both('/metrics/resource')) this.routes.set(p, (_req, res) => this.metrics(res))
-    this.streamingDeps = {
-      pods: () => this.opts.sources.pods(),
-      isRunning: (pod) => (this.opts.sources.isRunning ?? defaultRunningCheck(this.opts.sources.usage))(pod),
-      streaming: () => this.opts.streaming?.(),
-      sessions: this.sessions,
-      creationTimeoutMs: opts.streamCreationTimeoutMs,
-      idleTimeoutMs: opts.streamIdleTimeoutMs,
+    this.context = {
+      nodeName: opts.nodeName,
+      sources: opts.sources,
+      readNode: () => (this.opts.readNode ?? readNodeUsage)(),
+      logs: opts.logs ?? new CriContainerLogs(opts.stateDir, opts.sources.pods, opts.followPollMs),
+      summaries: new SummaryBuilder(),
+      follows: this.follows,
+      streaming: {
+        pods: () => this.opts.sources.pods(),
+        isRunning: (pod) => (this.opts.sources.isRunning ?? defaultRunningCheck(this.opts.sources.usage))(pod),
+        streaming: () => this.opts.streaming?.(),
+        sessions: this.sessions,
+        creationTimeoutMs: opts.streamCreationTimeoutMs,
+        idleTimeoutMs: opts.streamIdleTimeoutMs,
+      },
     }
   }
 
@@ -141,7 +92,7 @@ export class KubeletServer {
   }
 
   get activeStreams(): number {
-    return this.streams.size
+    return this.follows.size
   }
 
   /** Open exec, attach and port-forward connections. */
@@ -182,7 +133,7 @@ export class KubeletServer {
 
   /** Ends log streams, closes every connection, and stops listening. */
   async stop(): Promise<void> {
-    for (const s of this.streams) s.abort()
+    for (const s of this.follows) s.abort()
     for (const s of this.sessions) s.destroy()
     const server = this.server
     this.server = undefined
@@ -193,20 +144,17 @@ export class KubeletServer {
     this.auth.clear()
   }
 
+  /** Plain requests: authenticated and authorized, then routed; an unknown path is 404 before its method is looked at. */
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       const url = new URL(req.url ?? '/', 'https://kubelet')
       const outcome = await this.auth.check(req, decodedPath(url))
       if (!outcome.ok) return send(res, outcome.status, outcome.message)
-      const streaming = streamingRoute(url.pathname)
-      if (streaming) {
-        if (req.method !== 'GET' && req.method !== 'POST') return send(res, 405, '405: Method Not Allowed')
-        return await streaming({req, url, respond: (status, body, headers) => sendWith(res, status, body, headers)}, this.streamingDeps)
-      }
-      const route = url.pathname.startsWith('/containerLogs/') ? (r: IncomingMessage, s: ServerResponse, u: URL) => this.containerLogs(r, s, u) : this.routes.get(url.pathname)
+      const route = findRoute(url.pathname)
       if (!route) return send(res, 404, '404 page not found\n')
-      if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, '405: Method Not Allowed')
-      await route(req, res, url)
+      if (!route.methods.includes(req.method ?? '')) return send(res, 405, '405: Method Not Allowed')
+      if (route.kind === 'plain') return await route.serve(req, res, url, this.context)
+      await route.serve({req, url, respond: (status, body, headers) => sendWith(res, status, body, headers)}, this.context.streaming)
     } catch (error) {
       if (!res.headersSent) send(res, 500, `Internal Server Error: ${(error as Error).message}`)
       else res.destroy()
@@ -220,113 +168,12 @@ export class KubeletServer {
       const url = new URL(req.url ?? '/', 'https://kubelet')
       const outcome = await this.auth.check(req, decodedPath(url))
       if (!outcome.ok) return rejectSocket(socket, outcome.status, outcome.message)
-      const streaming = streamingRoute(url.pathname)
-      if (!streaming) return rejectSocket(socket, 404, '404 page not found')
-      if (req.method !== 'GET' && req.method !== 'POST') return rejectSocket(socket, 405, '405: Method Not Allowed')
-      await streaming({req, url, socket, head, respond: (status, body, headers) => rejectSocket(socket, status, body, headers)}, this.streamingDeps)
+      const route = findRoute(url.pathname)
+      if (route?.kind !== 'streaming') return rejectSocket(socket, 404, '404 page not found')
+      if (!route.methods.includes(req.method ?? '')) return rejectSocket(socket, 405, '405: Method Not Allowed')
+      await route.serve({req, url, socket, head, respond: (status, body, headers) => rejectSocket(socket, status, body, headers)}, this.context.streaming)
     } catch (error) {
       rejectSocket(socket, 500, `Internal Server Error: ${(error as Error).message}`)
-    }
-  }
-
-  private podList(pods: V1Pod[]): unknown {
-    return {kind: 'PodList', apiVersion: 'v1', metadata: {}, items: pods.map((p) => ({...p, kind: undefined, apiVersion: undefined}))}
-  }
-
-  /** The runtime's view: identity and containers only, as the kubelet's /runningpods/ reports. */
-  private runningPods(): V1Pod[] {
-    const running = this.opts.sources.isRunning ?? defaultRunningCheck(this.opts.sources.usage)
-    const pids = new Map((this.opts.sources.usage?.() ?? []).map((u) => [u.uid, u.containers.filter((c) => c.pid).map((c) => `${c.name}=${c.pid}`).join(',')]))
-    return this.opts.sources
-      .pods()
-      .filter(running)
-      .map((p) => ({
-        metadata: {
-          name: p.metadata?.name,
-          namespace: p.metadata?.namespace,
-          uid: p.metadata?.uid,
-          creationTimestamp: undefined,
-          // The process ids behind the pod (`kubectl vnode pods -o wide` shows them).
-          ...(pids.get(p.metadata?.uid ?? '') ? {annotations: {[PodPidsAnnotation]: pids.get(p.metadata!.uid!)!}} : {}),
-        },
-        spec: {containers: (p.spec?.containers ?? []).map((c) => ({name: c.name, image: c.image}))},
-        status: {},
-      }))
-  }
-
-  private summary(): unknown {
-    const node = (this.opts.readNode ?? readNodeUsage)()
-    return this.summaries.build(this.opts.nodeName, node, this.opts.sources.usage?.() ?? [], this.opts.sources.pods())
-  }
-
-  private metrics(res: ServerResponse): void {
-    let node: NodeUsage | undefined
-    let failed = false
-    try {
-      node = (this.opts.readNode ?? readNodeUsage)()
-    } catch {
-      failed = true
-    }
-    let usage: PodUsage[] = []
-    try {
-      usage = this.opts.sources.usage?.() ?? []
-    } catch {
-      failed = true
-    }
-    send(res, 200, resourceMetrics(node, usage, new Date(), failed), MetricsContentType)
-  }
-
-  private async containerLogs(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const segs = pathSegments(url.pathname, '/containerLogs/')
-    if (!segs) return send(res, 400, 'invalid path: bad percent-encoding')
-    if (segs.length !== 3) return send(res, 404, '404 page not found\n')
-    const [namespace, pod, container] = segs
-    if (!pod) return send(res, 400, '{"message": "Missing podID."}')
-    if (!container) return send(res, 400, '{"message": "Missing container name."}')
-    if (!namespace) return send(res, 400, '{"message": "Missing podNamespace."}')
-    const problem = nameProblem('namespace', namespace) ?? nameProblem('pod', pod) ?? nameProblem('container', container)
-    if (problem) return send(res, 400, problem)
-    let opts
-    try {
-      opts = parseLogOptions(url.searchParams)
-    } catch (error) {
-      if (error instanceof LogOptionsError) return send(res, 400, error.message)
-      throw error
-    }
-    const log = this.logs.getContainerLogs({namespace, pod, container}, opts.previous)
-    if (isContainerLogRefusal(log)) return send(res, log.status, log.message)
-    res.writeHead(200, {'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff'})
-    // The kubelet flushes at once, so a following client sees the response start before any line.
-    res.flushHeaders()
-    if (req.method === 'HEAD') return void res.end()
-    const abort = new AbortController()
-    this.streams.add(abort)
-    const onClose = () => abort.abort()
-    res.on('close', onClose)
-    const write = (chunk: string) =>
-      new Promise<void>((resolve) => {
-        if (abort.signal.aborted || res.write(chunk)) return resolve()
-        const done = () => {
-          res.off('drain', done)
-          abort.signal.removeEventListener('abort', done)
-          resolve()
-        }
-        res.on('drain', done)
-        abort.signal.addEventListener('abort', done, {once: true})
-      })
-    try {
-      const fmt = new LogFormatter(opts, write)
-      await log.read(
-        async (record) => {
-          await fmt.record(record)
-          return fmt.done
-        },
-        {tailLines: opts.tailLines, follow: opts.follow ? {signal: abort.signal} : undefined},
-      )
-      res.end()
-    } finally {
-      res.off('close', onClose)
-      this.streams.delete(abort)
     }
   }
 }

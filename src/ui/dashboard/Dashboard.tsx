@@ -131,8 +131,11 @@ export function Dashboard({store, actions, logs}: DashboardProps) {
   const tableHeight = paneOpen ? Math.max(3, Math.floor(body / 3)) : Math.max(3, Math.floor((body * 2) / 3))
   const lower = Math.max(2, body - tableHeight - 2)
 
+  // Exactly the terminal's height: Ink then draws each frame from the top-left corner (clear and
+  // redraw) rather than relative to where it thinks its last frame ended, so a line another program
+  // writes on this terminal is wiped by the next frame instead of shifting every later frame down.
   return (
-    <Box flexDirection="column" width={columns}>
+    <Box flexDirection="column" width={columns} height={rows}>
       <Header model={model} />
       <Box marginTop={1}>
         {mode === 'help' ? <Help /> : <PodTable model={model} selected={selected} width={columns} height={tableHeight} />}

@@ -2,8 +2,12 @@ import {execFile} from 'node:child_process'
 import {BwrapProgram} from './bwrap.js'
 import type {SandboxMode, SandboxRequest} from './spec.js'
 
-/** How long the trial sandbox may take before the host counts as not allowing one. */
-export const DefaultDetectTimeoutMs = 5_000
+/**
+ * How long the trial sandbox may take before the host counts as not allowing
+ * one. It takes milliseconds; the margin is for a machine under heavy load,
+ * where a short limit would quietly take the sandbox away.
+ */
+export const DefaultDetectTimeoutMs = 30_000
 
 export interface SandboxSupport {
   mode: SandboxMode
@@ -34,6 +38,7 @@ function trialRun(timeoutMs: number): Promise<string | undefined> {
       if (!error) return resolve(undefined)
       const code = (error as NodeJS.ErrnoException).code
       if (code === 'ENOENT') return resolve(`${BwrapProgram} (bubblewrap) is not installed`)
+      if (error.killed) return resolve(`${BwrapProgram} did not finish a trial sandbox within ${timeoutMs / 1000} s`)
       resolve(`${BwrapProgram} failed: ${String(stderr).trim() || error.message}`)
     })
   })

@@ -75,7 +75,11 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   try {
     await s.beforeExec?.(pid)
   } catch (error) {
-    process.kill(pid, 'SIGKILL')
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // Already gone (what beforeExec could not place): the start failed either way.
+    }
     throw new SandboxStartError((error as Error).message)
   }
   block.end('go')

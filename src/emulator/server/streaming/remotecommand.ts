@@ -1,8 +1,8 @@
 import type {Socket} from 'node:net'
 import {finished} from 'node:stream/promises'
 import {TerminalSizes} from '../../provider/streaming.js'
-import {SpdySession, type SpdyStream} from './spdy-session.js'
-import {acceptSpdy} from './upgrade.js'
+import {SpdySession, type SpdyStream} from '../spdy/session.js'
+import {acceptSpdy} from '../spdy/upgrade.js'
 
 /**
  * The kubelet's remote command protocol over SPDY (cri/streaming/remotecommand:

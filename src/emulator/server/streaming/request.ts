@@ -4,7 +4,7 @@ import type {Socket} from 'node:net'
 import type {ContainerStreaming} from '../../provider/streaming.js'
 import type {PodLister, RunningCheck} from '../sources.js'
 import {nameProblem, pathSegments} from '../validate.js'
-import {isSpdyUpgrade, negotiate} from './upgrade.js'
+import {isSpdyUpgrade, negotiate} from '../spdy/upgrade.js'
 
 /**
  * What exec, attach and port-forward share before the connection is

@@ -21,7 +21,7 @@ import {
   SpdyProtocolError,
   SpdyVersion,
   synReplyFrame,
-} from './spdy-frames.js'
+} from './frames.js'
 
 /**
  * The server side of a SPDY/3 session on an upgraded connection, with the

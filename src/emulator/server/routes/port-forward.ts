@@ -1,8 +1,9 @@
 import {connect, type Socket} from 'node:net'
-import {DefaultStreamCreationTimeoutMs} from './streaming/remotecommand.js'
-import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
-import {SpdySession, type SpdyStream} from './streaming/spdy-session.js'
-import {acceptSpdy} from './streaming/upgrade.js'
+import {DefaultStreamCreationTimeoutMs} from '../streaming/remotecommand.js'
+import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {SpdySession, type SpdyStream} from '../spdy/session.js'
+import {acceptSpdy} from '../spdy/upgrade.js'
+import {StreamingMethods, type StreamingRoute} from './route.js'
 
 /**
  * GET|POST /portForward/{namespace}/{pod}[/{uid}] (the kubelet's
@@ -169,3 +170,5 @@ function join(data: SpdyStream, error: SpdyStream, tcp: Socket, done: () => void
   // A reset (or the session ending) closes the stream without 'end'.
   data.once('close', () => tcp.destroy())
 }
+
+export const PortForwardRoute: StreamingRoute = {kind: 'streaming', prefix: '/portForward/', methods: StreamingMethods, serve: servePortForward}

@@ -1,5 +1,6 @@
-import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from './streaming/remotecommand.js'
-import {negotiateUpgrade, podFullName, resolveContainer, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
+import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from '../streaming/remotecommand.js'
+import {negotiateUpgrade, podFullName, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {StreamingMethods, type StreamingRoute} from './route.js'
 
 /**
  * GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1
@@ -26,3 +27,5 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
     (error) => internalErrorStatus(`error attaching to container: ${(error as Error).message}`),
   )
 }
+
+export const AttachRoute: StreamingRoute = {kind: 'streaming', prefix: '/attach/', methods: StreamingMethods, serve: serveAttach}

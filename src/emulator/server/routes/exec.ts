@@ -1,6 +1,7 @@
-import {ExitCodeError} from '../provider/streaming.js'
-import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from './streaming/remotecommand.js'
-import {negotiateUpgrade, resolveContainer, type StreamingConnection, type StreamingDeps} from './streaming/request.js'
+import {ExitCodeError} from '../../provider/streaming.js'
+import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from '../streaming/remotecommand.js'
+import {negotiateUpgrade, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {StreamingMethods, type StreamingRoute} from './route.js'
 
 /**
  * GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=...&input=1&output=1&error=1&tty=1
@@ -29,3 +30,5 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
         : internalErrorStatus(`error executing command in container: ${(error as Error).message}`),
   )
 }
+
+export const ExecRoute: StreamingRoute = {kind: 'streaming', prefix: '/exec/', methods: StreamingMethods, serve: serveExec}

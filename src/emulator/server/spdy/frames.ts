@@ -1,5 +1,5 @@
 import {constants as zc, inflateRawSync} from 'node:zlib'
-import {SpdyHeaderDictionary} from './spdy-dictionary.js'
+import {SpdyHeaderDictionary} from './dictionary.js'
 
 /**
  * SPDY/3 framing (the "SPDY/3.1" upgrade the API server and kubectl speak to
