@@ -2,13 +2,11 @@
 // suite's node (a real kubelet, containerd, runc and the CNI bridge), started
 // and stopped through its own module. The bench only asks whether it can run,
 // runs pods on it, and reads what its runtime holds in memory.
-import {existsSync, readdirSync, readFileSync, rmdirSync} from 'node:fs'
+import {readdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {BusyboxImage} from '../test/conformance/images.mjs'
 import {installPrerequisites, leftovers, missingPrerequisites, readState, startReferenceNode, stopReferenceNode} from '../test/conformance/reference-node.mjs'
 import {memoryOf} from './memory.mjs'
-
-const UnifiedHierarchy = '/sys/fs/cgroup/unified'
 
 /**
  * The pod both a kubelet and vnode run alike: busybox's shell as the
@@ -45,10 +43,7 @@ export async function startReference(cluster, name, log) {
     if (stopped) return []
     stopped = true
     await stopReferenceNode({dir, log}).catch((e) => log(`reference node stop: ${e.message}`))
-    removeUnifiedCgroup(name)
-    const left = await leftovers(dir).catch((e) => [`leftovers unknown: ${e.message}`])
-    if (existsSync(join(UnifiedHierarchy, name))) left.push(`cgroup unified/${name}`)
-    return left
+    return leftovers(dir).catch((e) => [`leftovers unknown: ${e.message}`])
   }
   try {
     await startReferenceNode({clusterDir: join(cluster.dir, 'cluster'), dir, name, log})
@@ -68,24 +63,6 @@ export async function startReference(cluster, name, log) {
       return memoryOf([r.pids.kubelet, r.pids.containerd, ...shimPids(dir)].filter(Boolean))
     },
   }
-}
-
-/**
- * On a hybrid host the kubelet also makes its cgroup root in the unified (v2)
- * hierarchy, which the reference node's stop does not remove: it is removed
- * here, deepest first, once no process is left in it.
- */
-function removeUnifiedCgroup(name) {
-  const walk = (path) => {
-    if (!existsSync(path)) return
-    for (const e of readdirSync(path, {withFileTypes: true})) if (e.isDirectory()) walk(join(path, e.name))
-    try {
-      rmdirSync(path)
-    } catch {
-      /* still has processes: reported as left behind */
-    }
-  }
-  walk(join(UnifiedHierarchy, name))
 }
 
 /** containerd-shim processes of this node: their argv names its directory. */
