@@ -27,6 +27,44 @@ export function judge(rows) {
   const sr = get(`start-${sbx}-sandbox`, 'p99/plain')
   goal(`sandbox start p99 within 1.5x of plain (${sbx} pods, same run)`, [sr], sr <= 1.5,
     `${sr}x: each sandboxed container is one bwrap more (a mount namespace with a bind per top-level host directory, PID and UTS namespaces) before its program runs`)
+  const cg = sizeOf(/^start-(\d+)-cgroups$/)
+  const cr = get(`start-${cg}-cgroups`, 'p99/plain')
+  goal(`cgroups start p99 within 1.5x of plain (${cg} pods, same run)`, [cr], cr <= 1.5,
+    `${cr}x: a pod cgroup and a container cgroup in each v1 hierarchy (or one tree on v2), each a few mkdir and writes, before the container starts`)
+  const nw = sizeOf(/^start-(\d+)-network$/)
+  const nr = get(`start-${nw}-network`, 'p99/plain')
+  goal(`pod network start p99 within 1.5x of plain (${nw} pods, same run)`, [nr], nr <= 1.5,
+    `${nr}x (${get(`start-${nw}-network`, 'p99/sandbox')}x the sandbox alone, which it runs in): before its containers start, each pod waits for ` +
+      '`ip netns add` and three CNI plugins (loopback, bridge with host-local, portmap), four programs started for one call each, ' +
+      `on the same 2 cores as the API server and the other pods' starts. What would fix it: fewer program starts per pod ` +
+      '(portmap only for pods with a hostPort; the loopback brought up by the call that makes the namespace).')
+  for (const mode of ['plain', 'sandbox', 'cgroups', 'network']) {
+    const n = sizeOf(new RegExp(`^node-(\\d+)-pods-${mode}$`))
+    const pss = get(`node-${n}-pods-${mode}`, 'pss')
+    goal(`memory <= 200 MiB with ${n} pods (${mode}: vnode and its sandbox monitors, PSS)`, [pss], pss <= 200,
+      `${pss} MiB (RSS ${get(`node-${n}-pods-${mode}`, 'rss')} MiB over ${get(`node-${n}-pods-${mode}`, 'processes')} processes)`)
+  }
+  const kn = sizeOf(/^kubelet-start-(\d+)$/)
+  const k99 = get(`kubelet-start-${kn}`, 'p99')
+  for (const mode of ['plain', 'everything']) {
+    const label = mode === 'plain' ? 'vnode plain' : 'vnode with the sandbox, cgroups and the pod network'
+    const sr = get(`kubelet-start-${kn}-vnode-${mode}`, 'p99/kubelet')
+    goal(`${label}: start p99 <= 1/5 of the reference kubelet's (${kn} pods, same run)`, [sr], sr <= 0.2,
+      `${sr}x: p99 ${Math.round(get(`kubelet-start-${kn}-vnode-${mode}`, 'p99'))} ms against the kubelet's ${Math.round(k99)} ms` +
+        (mode === 'everything'
+          ? `; the sandbox, cgroups and pod network costs add up (each against plain, in this run: ${['sandbox', 'cgroups', 'network'].map((m) => `${m} ${get(`start-${kn}-${m}`, 'p99/plain') ?? '?'}x`).join(', ')}), ` +
+            "and a pod then starts about as many programs as under the kubelet (ip, the CNI plugins, nsenter and bwrap, where containerd starts a shim, runc and the same plugins) on the same 2 cores"
+          : ': like the floor, vnode spawns one process and writes one status per pod, and 2 cores are shared with the API server'))
+    const dr = get(`kubelet-delete-burst-${kn}-vnode-${mode}`, 'p99/kubelet')
+    goal(`${label}: delete burst p99 <= 1/2 of the reference kubelet's (${kn} pods, same run)`, [dr], dr <= 0.5,
+      `${dr}x: p99 ${Math.round(get(`kubelet-delete-burst-${kn}-vnode-${mode}`, 'p99'))} ms against the kubelet's ${Math.round(get(`kubelet-delete-burst-${kn}`, 'p99'))} ms` +
+        (mode === 'everything' ? ': before its terminal status each pod gives its address back (the CNI plugins once more, then `ip netns del`) and removes its cgroups' : ''))
+    const mr = get(`kubelet-node-${kn}-pods-vnode-${mode}`, 'pss/kubelet')
+    goal(`${label}: memory <= 1/10 of the kubelet's, containerd's and the shims' with ${kn} pods (PSS, same run)`, [mr], mr <= 0.1,
+      `${mr}x: ${get(`kubelet-node-${kn}-pods-vnode-${mode}`, 'pss')} MiB PSS (${get(`kubelet-node-${kn}-pods-vnode-${mode}`, 'rss')} MiB RSS) against ` +
+        `${get(`kubelet-node-${kn}-pods`, 'pss')} MiB PSS (${get(`kubelet-node-${kn}-pods`, 'rss')} MiB RSS)` +
+        (mode === 'everything' ? ': each sandboxed container keeps its bwrap monitor (vnode\'s child, PID 1\'s parent)' : ': the Node.js heap of one vnode process; the brief\'s tenth holds by RSS, which counts the shims\' shared pages once per shim'))
+  }
   const tp = get(`throughput-${throughput}-qps50`, 'all-running')
   const tpFree = get(`throughput-${throughput}-unthrottled`, 'all-running')
   goal(`${throughput} pods Running within 15 s at QPS 50/100`, [tp], tp <= 15,

@@ -36,8 +36,12 @@ export function startCluster() {
     kubeconfig,
     kc,
     core: kc.makeApiClient(k8s.CoreV1Api),
-    stop() {
+    /** Stops the control plane; the run's directory stays (for a look at what is left in it). */
+    down() {
       execFileSync(process.execPath, [cli, 'cluster', 'down', '--dir', join(dir, 'cluster')], {stdio: 'ignore'})
+    },
+    stop() {
+      this.down()
       rmSync(dir, {recursive: true, force: true})
     },
   }
@@ -53,6 +57,16 @@ export function procUsage(pid) {
 }
 
 const started = new Set()
+/** Every vnode node this run started ({name, stateDir}), for the check that none left anything behind. */
+export const nodesStarted = []
+
+function recordNodes(name, stateDir, args) {
+  const i = args.indexOf('--nodes')
+  const n = i >= 0 ? Number(args[i + 1]) : 1
+  // `up --nodes N` names its nodes <name>-<i>, each with the state dir <state-dir>/<name>-<i>.
+  if (n > 1) for (let k = 0; k < n; k++) nodesStarted.push({name: `${name}-${k}`, stateDir: join(stateDir, `${name}-${k}`)})
+  else nodesStarted.push({name, stateDir})
+}
 
 /** Stops every vnode this run started and has not stopped (a failed scenario must leave no process). */
 export async function stopAllVnodes() {
@@ -66,6 +80,7 @@ export async function stopAllVnodes() {
 export async function startVnodeTui(cluster, name, args = []) {
   const {spawn: spawnPty} = await import('@lydell/node-pty')
   const stateDir = join(cluster.dir, 'nodes', name)
+  recordNodes(name, stateDir, args)
   const env = {...process.env, TERM: 'xterm-256color'}
   delete env.CI
   const term = spawnPty(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {cols: 120, rows: 40, env})
@@ -99,6 +114,7 @@ export async function startVnodeTui(cluster, name, args = []) {
 /** `kubectl vnode up` as a separate process; its JSON lines are kept. BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each. */
 export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
+  recordNodes(name, stateDir, args)
   // The scenarios measure the plain mode unless they ask for a sandbox (the sandbox scenario puts both side by side).
   if (!args.includes('--sandbox')) args = [...args, '--sandbox', 'none']
   const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
@@ -191,6 +207,13 @@ export function sleeperPod(name, nodeName, extra = {}) {
  * burst of 500 pods on 2 cores): it is reopened from the last
  * resourceVersion seen, so no event is lost.
  */
+const observers = new Set()
+
+/** Stops every pod observer still open (a watch reopened against a stopped control plane would keep the run from ending). */
+export function stopAllObservers() {
+  for (const o of [...observers]) o.stop()
+}
+
 export async function podObserver(kc, namespace) {
   const started = new Map()
   const gone = new Map()
@@ -219,15 +242,18 @@ export async function podObserver(kc, namespace) {
     })
   }
   await open()
-  return {
+  const observer = {
     started,
     gone,
     deleting,
     stop: () => {
       stopped = true
+      observers.delete(observer)
       ctl?.abort()
     },
   }
+  observers.add(observer)
+  return observer
 }
 
 export async function waitUntil(fn, what, timeoutMs) {

@@ -1,18 +1,24 @@
 #!/usr/bin/env node
 // `npm run bench [-- --quick] [-- --only start,cost,...]`: vnode against a
-// floor client on a local control plane. Prints a table and writes
+// floor client on a local control plane, vnode's modes (sandbox, cgroups, pod
+// network) against its plain mode, and vnode against the reference kubelet in
+// the same cluster where the machine allows one. Prints a table and writes
 // bench/results.json as a list of {scenario, metric, value, unit} rows, ending
 // with one row per goal (met or missed, and why). Not part of `npm test`.
-import {writeFileSync} from 'node:fs'
+import {rmSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {startFloor} from './floor.mjs'
 import {judge} from './goals.mjs'
-import {apiserverRequests, median, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, startVnodeTui, stopAllVnodes, waitUntil} from './lib.mjs'
+import {benchLeftovers} from './leftovers.mjs'
+import {apiserverRequests, median, nodesStarted, percentile, podObserver, root, sleep, sleeperPod, startCluster, startVnode, startVnodeTui, stopAllObservers, stopAllVnodes, waitUntil} from './lib.mjs'
+import {memoryOf, vnodeRuntimePids} from './memory.mjs'
+import {ModeLabels, Modes, modeUnavailable} from './modes.mjs'
+import {portableContainer, referenceUnavailable, startReference} from './reference.mjs'
 
 const quick = process.argv.includes('--quick')
 const onlyArg = process.argv.find((a) => a.startsWith('--only'))
 const only = onlyArg ? (onlyArg.includes('=') ? onlyArg.split('=')[1] : process.argv[process.argv.indexOf(onlyArg) + 1]).split(',') : undefined
-const Scenarios = ['start', 'sandbox', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
+const Scenarios = ['start', 'sandbox', 'cgroups', 'network', 'kubelet', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
 if (only?.some((s) => !Scenarios.includes(s))) throw new Error(`--only takes ${Scenarios.join(',')}`)
 const want = (s) => !only || only.includes(s)
 const size = {
@@ -25,15 +31,62 @@ const size = {
   tuiPods: quick ? [0] : [0, 100],
   scaleNodes: quick ? 4 : 20,
   scalePods: quick ? 10 : 50,
+  /** After a burst, before its memory is read: the start's own work (events, status writes, the kubelet's housekeeping) done. */
+  settleMs: quick ? 5_000 : 20_000,
 }
 const rows = []
 const notes = []
+/** Notes of the run other than an abort: scenarios not run, what was left behind. */
+const noteRows = []
+/** A scenario that cannot run on this machine: one note saying why, and the rest of the bench runs. */
+const skip = (scenario, why) => {
+  noteRows.push({scenario: 'note', metric: `${scenario} not run`, value: why, unit: ''})
+  process.stdout.write(`${scenario.padEnd(24)} not run: ${why}\n`)
+}
+const podUids = new Set()
+const log = (line) => process.stderr.write(`${line}\n`)
 const row = (scenario, metric, value, unit) => {
   rows.push({scenario, metric, value: Math.round(value * 100) / 100, unit})
   process.stdout.write(`${scenario.padEnd(24)} ${metric.padEnd(28)} ${String(Math.round(value * 100) / 100).padStart(10)} ${unit}\n`)
 }
 
 const cluster = startCluster()
+/** What a scenario started outside vnode (the reference kubelet): stopped at the end even when the scenario failed. */
+const cleanups = []
+
+/**
+ * Stops every node and the control plane, then looks for anything of this run
+ * still there. The run's directory is removed only when nothing is mounted
+ * under it (a mount left there may be a bind of a host directory).
+ */
+let stopping
+const stopEverything = () => (stopping ??= stopAndCheck())
+async function stopAndCheck() {
+  stopAllObservers()
+  await stopAllVnodes()
+  for (const c of cleanups.splice(0)) await c().catch((e) => notes.push(`cleanup: ${e.message}`))
+  cluster.down()
+  const left = await benchLeftovers({dir: cluster.dir, nodes: nodesStarted, podUids})
+  row('leftovers', 'after the run', left.length, 'count')
+  if (left.length > 0) {
+    noteRows.push({scenario: 'note', metric: 'left behind', value: left.join(', '), unit: ''})
+    process.stderr.write(`bench: left behind: ${left.join(', ')}\n`)
+    process.exitCode = 1
+  }
+  if (!left.some((l) => l.startsWith('mount '))) rmSync(cluster.dir, {recursive: true, force: true})
+}
+// Ctrl-C: the reference kubelet and containerd run in their own process groups, so they are stopped here.
+const interrupted = () => {
+  process.stderr.write('bench: interrupted, stopping everything\n')
+  void stopEverything().finally(() => process.exit(130))
+}
+process.once('SIGINT', interrupted)
+/** A scenario that failed midway: its nodes are stopped (its finally), the failure noted, and the bench goes on. */
+const scenarioFailed = (scenario) => (error) => {
+  notes.push(`${scenario}: ${error.message}`)
+  process.stderr.write(`bench: ${scenario}: ${error.stack}\n`)
+  process.exitCode = 1
+}
 let ns = 0
 async function namespace() {
   const name = `bench-${++ns}`
@@ -54,7 +107,8 @@ async function startBurst(nodeName, n, podExtra = {}, prepare = async () => unde
       const name = `p${i}`
       const body = sleeperPod(name, nodeName, podExtra)
       sent.set(name, performance.now())
-      await cluster.core.createNamespacedPod({namespace: nsName, body})
+      const pod = await cluster.core.createNamespacedPod({namespace: nsName, body})
+      podUids.add(pod.metadata.uid)
     }),
   )
   await waitUntil(() => obs.started.size >= n, `${n} pods running on ${nodeName}`, 180_000)
@@ -115,6 +169,185 @@ async function costPerPod(vn, nodeName, n, variant = {}) {
   row('cost-per-pod', 'deletes (API server, minus the bench)', serverDelta('DELETE pods') - 1, 'requests')
 }
 
+/** The pod every node of the mode and kubelet scenarios runs: busybox, ending on SIGTERM as a container's PID 1 must. */
+const portablePod = {containers: [portableContainer()]}
+
+/**
+ * The start and delete bursts on each node in turn, size.repeats rounds (the
+ * order reversed every other round, so no node always follows the same one),
+ * and in the last round what each node's runtime holds with the pods running.
+ * Medians of the rounds' percentiles, per node label.
+ */
+async function alternateBursts(nodes) {
+  const res = Object.fromEntries(nodes.map((n) => [n.label, {s50: [], s99: [], d50: [], d99: []}]))
+  for (let r = 0; r < size.repeats; r++) {
+    for (const n of r % 2 === 0 ? nodes : [...nodes].reverse()) {
+      const b = await startBurst(n.name, size.start, portablePod)
+      const out = res[n.label]
+      out.s50.push(percentile(b.lat, 50))
+      out.s99.push(percentile(b.lat, 99))
+      if (r === 0) out.pod = (await cluster.core.listNamespacedPod({namespace: b.nsName})).items[0]
+      if (r === size.repeats - 1) {
+        await sleep(size.settleMs)
+        out.memory = await n.memory()
+      }
+      const d = await deleteAll(b.nsName, b.obs, size.start)
+      out.d50.push(percentile(d, 50))
+      out.d99.push(percentile(d, 99))
+      b.obs.stop()
+      await dropNamespace(b.nsName)
+    }
+  }
+  return Object.fromEntries(Object.entries(res).map(([label, v]) => [label, {s50: median(v.s50), s99: median(v.s99), d50: median(v.d50), d99: median(v.d99), memory: v.memory, pod: v.pod}]))
+}
+
+/** A node that came up in another mode than asked (the host allowed less): a note, not a figure under the wrong name. */
+class ModeFallback extends Error {}
+
+/** A vnode node in one of the modes of modes.mjs, checked to be in it (a node that fell back would measure plain under another name). */
+async function modeNode(name, mode) {
+  const n = startVnode(cluster, name, ['--pods', String(size.start + 10), ...Modes[mode]])
+  await n.ready().catch(async (error) => {
+    await n.stop()
+    // `up` refuses a mode the host does not allow (--sandbox namespaces, --pod-network on) with its reason on stderr.
+    throw mode === 'plain' ? error : new ModeFallback(error.message.trim().split('\n').at(-1))
+  })
+  const labels = (await cluster.core.readNode({name})).metadata.labels ?? {}
+  const sandboxed = labels[ModeLabels.sandbox] === 'namespaces'
+  const cgroups = labels[ModeLabels.cgroups]
+  const flag = (f) => Modes[mode][Modes[mode].indexOf(f) + 1]
+  if ((flag('--sandbox') === 'namespaces') !== sandboxed || (flag('--cgroups') !== 'none') !== (cgroups !== undefined && cgroups !== 'none')) {
+    await n.stop()
+    throw new ModeFallback(`node ${name} came up with sandbox=${labels[ModeLabels.sandbox]} cgroups=${cgroups}`)
+  }
+  return {label: mode, name, node: n, cgroups, memory: async () => memoryOf(vnodeRuntimePids(n.child.pid))}
+}
+
+/** The pod network is in effect when a pod's IP is its own, not the node's. */
+const ownPodIp = (pod) => !!pod?.status?.podIP && pod.status.podIP !== pod.status.hostIP
+
+const mib = (bytes) => bytes / 2 ** 20
+
+function memoryRows(scenario, m, base, baseLabel) {
+  row(scenario, 'rss', mib(m.rssBytes), 'MiB')
+  row(scenario, 'pss', mib(m.pssBytes), 'MiB')
+  row(scenario, 'processes', m.processes, 'count')
+  if (base) {
+    row(scenario, `rss/${baseLabel}`, m.rssBytes / base.rssBytes, 'ratio')
+    row(scenario, `pss/${baseLabel}`, m.pssBytes / base.pssBytes, 'ratio')
+  }
+}
+
+/**
+ * The burst on vnode's modes beside its plain mode, alternating in one run:
+ * what the sandbox, cgroups and the pod network each cost. The pod network
+ * runs in the sandbox, so it is also given against the sandbox alone.
+ */
+async function compareModes(asked) {
+  const modes = []
+  for (const m of asked) {
+    const why = modeUnavailable(m)
+    if (why) skip(`start-${size.start}-${m}`, why)
+    else modes.push(m)
+  }
+  if (modes.length === 0) return
+  if (modes.includes('network') && !modes.includes('sandbox')) modes.unshift('sandbox')
+  const nodes = []
+  try {
+    nodes.push(await modeNode('mode-plain', 'plain'))
+    for (const m of modes) {
+      const n = await modeNode(`mode-${m}`, m).catch((error) => {
+        if (!(error instanceof ModeFallback)) throw error
+        skip(`start-${size.start}-${m}`, error.message)
+      })
+      if (n) nodes.push(n)
+    }
+    if (modes.includes('network') && !nodes.some((n) => n.label === 'sandbox')) nodes.splice(nodes.findIndex((n) => n.label === 'network'), 1)
+    modes.splice(0, modes.length, ...nodes.slice(1).map((n) => n.label))
+    if (modes.length === 0) return
+    const res = await alternateBursts(nodes)
+    if (res.network && !ownPodIp(res.network.pod)) throw new Error(`mode-network: pod ${res.network.pod?.metadata.name} has the node's address ${res.network.pod?.status?.podIP}`)
+    for (const m of ['plain', ...modes]) {
+      const s = `start-${size.start}-${m}`
+      row(s, 'p50', res[m].s50, 'ms')
+      row(s, 'p99', res[m].s99, 'ms')
+      if (m !== 'plain') {
+        row(s, 'p50/plain', res[m].s50 / res.plain.s50, 'ratio')
+        row(s, 'p99/plain', res[m].s99 / res.plain.s99, 'ratio')
+      }
+      if (m === 'network') row(s, 'p99/sandbox', res[m].s99 / res.sandbox.s99, 'ratio')
+      const d = `delete-burst-${size.start}-${m}`
+      row(d, 'p50', res[m].d50, 'ms')
+      row(d, 'p99', res[m].d99, 'ms')
+      if (m !== 'plain') row(d, 'p99/plain', res[m].d99 / res.plain.d99, 'ratio')
+      memoryRows(`node-${size.start}-pods-${m}`, res[m].memory, m === 'plain' ? undefined : res.plain.memory, 'plain')
+    }
+    if (modes.includes('cgroups')) process.stdout.write(`${''.padEnd(24)} (cgroups ${nodes.find((n) => n.label === 'cgroups').cgroups})\n`)
+  } finally {
+    for (const n of nodes) await n.node.stop()
+  }
+}
+
+/**
+ * The reference kubelet (containerd, runc, the CNI bridge) in this run's
+ * cluster, beside vnode plain and vnode with everything on: the same pods,
+ * the same bursts, alternating; vnode's figures as ratios to the kubelet's.
+ */
+async function compareKubelet() {
+  const why = await referenceUnavailable(log)
+  if (why) return skip('kubelet', `the reference kubelet cannot run here: ${why}`)
+  let ref
+  try {
+    ref = await startReference(cluster, 'bench-kubelet', log)
+  } catch (error) {
+    return skip('kubelet', `the reference kubelet did not start: ${error.message.split('\n')[0]}`)
+  }
+  const stopRef = async () => {
+    const left = await ref.stop()
+    if (left.length > 0) {
+      noteRows.push({scenario: 'note', metric: 'left behind', value: `the reference kubelet: ${left.join(', ')}`, unit: ''})
+      process.exitCode = 1
+    }
+  }
+  cleanups.push(stopRef)
+  const nodes = [{label: 'kubelet', name: ref.name, memory: () => ref.memory()}]
+  try {
+    nodes.push(await modeNode('kl-plain', 'plain'))
+    const everything = modeUnavailable('everything')
+    if (everything) skip(`kubelet-start-${size.start}-vnode-everything`, everything)
+    else {
+      const n = await modeNode('kl-everything', 'everything').catch((error) => {
+        if (!(error instanceof ModeFallback)) throw error
+        skip(`kubelet-start-${size.start}-vnode-everything`, error.message)
+      })
+      if (n) nodes.push(n)
+    }
+    const res = await alternateBursts(nodes)
+    if (res.everything && !ownPodIp(res.everything.pod)) throw new Error(`kl-everything: pod ${res.everything.pod?.metadata.name} has the node's address ${res.everything.pod?.status?.podIP}`)
+    const k = res.kubelet
+    row(`kubelet-start-${size.start}`, 'p50', k.s50, 'ms')
+    row(`kubelet-start-${size.start}`, 'p99', k.s99, 'ms')
+    row(`kubelet-delete-burst-${size.start}`, 'p50', k.d50, 'ms')
+    row(`kubelet-delete-burst-${size.start}`, 'p99', k.d99, 'ms')
+    memoryRows(`kubelet-node-${size.start}-pods`, k.memory)
+    for (const m of nodes.slice(1).map((n) => n.label)) {
+      const s = `kubelet-start-${size.start}-vnode-${m}`
+      row(s, 'p50', res[m].s50, 'ms')
+      row(s, 'p99', res[m].s99, 'ms')
+      row(s, 'p50/kubelet', res[m].s50 / k.s50, 'ratio')
+      row(s, 'p99/kubelet', res[m].s99 / k.s99, 'ratio')
+      const d = `kubelet-delete-burst-${size.start}-vnode-${m}`
+      row(d, 'p50', res[m].d50, 'ms')
+      row(d, 'p99', res[m].d99, 'ms')
+      row(d, 'p99/kubelet', res[m].d99 / k.d99, 'ratio')
+      memoryRows(`kubelet-node-${size.start}-pods-vnode-${m}`, res[m].memory, k.memory, 'kubelet')
+    }
+  } finally {
+    for (const n of nodes.slice(1)) await n.node.stop()
+    await stopRef()
+  }
+}
+
 try {
   let vn
   const node = async () => {
@@ -173,34 +406,10 @@ try {
     row('delete-one-at-a-time', 'p99', percentile(lat, 99), 'ms')
   }
 
-  // The same burst on a node whose pods run in a sandbox (mount, PID, UTS namespaces), beside the plain node, alternating.
-  if (want('sandbox')) {
-    const plain = await node()
-    const sbx = startVnode(cluster, 'bench-sandbox', ['--pods', String(size.start + 10), '--sandbox', 'namespaces'])
-    await sbx.ready()
-    const p50 = [], p99 = [], s50 = [], s99 = []
-    for (let r = 0; r < size.repeats; r++) {
-      const p = await startBurst('bench-node', size.start)
-      p50.push(percentile(p.lat, 50))
-      p99.push(percentile(p.lat, 99))
-      p.obs.stop()
-      await dropNamespace(p.nsName)
-      const s = await startBurst('bench-sandbox', size.start)
-      s50.push(percentile(s.lat, 50))
-      s99.push(percentile(s.lat, 99))
-      s.obs.stop()
-      await dropNamespace(s.nsName)
-    }
-    row(`start-${size.start}-plain`, 'p50', median(p50), 'ms')
-    row(`start-${size.start}-plain`, 'p99', median(p99), 'ms')
-    row(`start-${size.start}-sandbox`, 'p50', median(s50), 'ms')
-    row(`start-${size.start}-sandbox`, 'p99', median(s99), 'ms')
-    row(`start-${size.start}-sandbox`, 'p99/plain', median(s99) / median(p99), 'ratio')
-    const idle = await sbx.usage()
-    row('sandbox-node', 'rss', idle.rssBytes / 2 ** 20, 'MiB')
-    await sbx.stop()
-    void plain
-  }
+  // The same bursts on vnode's modes beside its plain mode, and beside the reference kubelet.
+  const modes = ['sandbox', 'cgroups', 'network'].filter(want)
+  if (modes.length > 0) await compareModes(modes).catch(scenarioFailed(modes.join(',')))
+  if (want('kubelet')) await compareKubelet().catch(scenarioFailed('kubelet'))
 
   // The same burst with the default service account token mounted: one TokenRequest more per pod.
   if (want('token')) {
@@ -245,34 +454,6 @@ try {
       b.obs.stop()
       await tp.stop()
     }
-  }
-
-  // The start burst with cgroups (a cgroup per pod and container) beside the plain mode, alternating in the same run.
-  if (want('cgroups')) {
-    const modes = [['cgroups', []], ['plain', ['--cgroups', 'none']]]
-    const nodes = []
-    for (const [label, args] of modes) {
-      const n = startVnode(cluster, `cg-${label}`, ['--pods', String(size.start + 10), ...args])
-      await n.ready()
-      nodes.push(n)
-    }
-    const p50 = {cgroups: [], plain: []}
-    const p99 = {cgroups: [], plain: []}
-    for (let r = 0; r < size.repeats; r++) {
-      for (const [label] of modes) {
-        const b = await startBurst(`cg-${label}`, size.start)
-        p50[label].push(percentile(b.lat, 50))
-        p99[label].push(percentile(b.lat, 99))
-        await deleteAll(b.nsName, b.obs, size.start)
-        b.obs.stop()
-      }
-    }
-    for (const [label] of modes) {
-      row(`start-${size.start}-${label}`, 'p50', median(p50[label]), 'ms')
-      row(`start-${size.start}-${label}`, 'p99', median(p99[label]), 'ms')
-    }
-    row(`start-${size.start}-cgroups`, 'p50/plain', median(p50.cgroups) / median(p50.plain), 'ratio')
-    for (const n of nodes) await n.stop()
   }
 
   // 6. Idle cost with 0..N pods, without and with the dashboard.
@@ -334,13 +515,13 @@ try {
   process.stderr.write(`bench: ${error.stack}\n`)
   process.exitCode = 1
 } finally {
-  await stopAllVnodes()
-  cluster.stop()
+  process.off('SIGINT', interrupted)
+  await stopEverything()
 }
 
 const out = join(root, 'bench', 'results.json')
 const goalRows = judge(rows)
 for (const g of goalRows) process.stdout.write(`goal ${g.value.padEnd(7)} ${g.metric}${g.unit ? `: ${g.unit}` : ''}\n`)
-writeFileSync(out, `${JSON.stringify([...rows, ...goalRows, ...notes.map((n) => ({scenario: 'note', metric: 'aborted', value: n, unit: ''}))], null, 2)}\n`)
+writeFileSync(out, `${JSON.stringify([...rows, ...goalRows, ...noteRows, ...notes.map((n) => ({scenario: 'note', metric: 'aborted', value: n, unit: ''}))], null, 2)}\n`)
 if (notes.length) process.stderr.write(`${notes.join('\n')}\n`)
 process.stdout.write(`\nwrote ${out}\n`)

@@ -1,0 +1,66 @@
+// What a node's runtime holds in memory: the sum over its processes of the
+// resident set (RSS, as `ps` shows it, shared pages counted in each process)
+// and of the proportional set (PSS: shared pages split between the processes
+// that map them, so a hundred shims of one binary count its text once).
+// The pods' own programs are not the runtime's and are left out on every node.
+import {readdirSync, readFileSync} from 'node:fs'
+
+function read(path) {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch {
+    return ''
+  }
+}
+
+/** Parent pid and command name (comm) of a process, from /proc/<pid>/stat. */
+export function procInfo(pid) {
+  const stat = read(`/proc/${pid}/stat`)
+  if (!stat) return undefined
+  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
+  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
+  return {pid, ppid, comm}
+}
+
+export function allProcesses() {
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => procInfo(Number(p))).filter(Boolean)
+}
+
+/** Every process below pid (children, their children, ...). */
+export function descendants(pid, procs = allProcesses()) {
+  const byParent = new Map()
+  for (const p of procs) byParent.set(p.ppid, [...(byParent.get(p.ppid) ?? []), p])
+  const out = []
+  const walk = (id) => {
+    for (const c of byParent.get(id) ?? []) {
+      out.push(c)
+      walk(c.pid)
+    }
+  }
+  walk(pid)
+  return out
+}
+
+/** kB lines of /proc/<pid>/smaps_rollup (Rss, Pss), in bytes; zero for a process gone meanwhile. */
+function rollup(pid) {
+  const text = read(`/proc/${pid}/smaps_rollup`)
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024
+  return {rssBytes: kb('Rss'), pssBytes: kb('Pss')}
+}
+
+/** Summed RSS and PSS of the given pids, with how many processes they are. */
+export function memoryOf(pids) {
+  let rssBytes = 0
+  let pssBytes = 0
+  for (const pid of new Set(pids)) {
+    const m = rollup(pid)
+    rssBytes += m.rssBytes
+    pssBytes += m.pssBytes
+  }
+  return {rssBytes, pssBytes, processes: new Set(pids).size}
+}
+
+/** The pids of a vnode's runtime: the node process and its sandbox monitors (bwrap, one per sandboxed container). */
+export function vnodeRuntimePids(pid) {
+  return [pid, ...descendants(pid).filter((p) => p.comm === 'bwrap').map((p) => p.pid)]
+}
