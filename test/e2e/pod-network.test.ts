@@ -20,8 +20,12 @@ const ClusterDnsIp = '10.0.0.10'
 /** One port every replica listens on inside its own namespace. */
 const AppPort = 8080
 
+/** The gRPC health service (h2c), SERVING, for a grpc probe in the pod's namespace. */
+const GrpcPort = 8081
+
 const serverScript = (port: number) =>
-  `require('http').createServer((q, s) => s.end(require('os').hostname())).listen(${port}); setInterval(() => { let x = 0; for (let i = 0; i < 1e5; i++) x += i }, 200)`
+  `require('http').createServer((q, s) => s.end(require('os').hostname())).listen(${port}); setInterval(() => { let x = 0; for (let i = 0; i < 1e5; i++) x += i }, 200); ` +
+  `require('http2').createServer().on('stream', (s) => { s.on('data', () => {}); s.on('end', () => { s.respond({':status': 200, 'content-type': 'application/grpc'}, {waitForTrailers: true}); s.on('wantTrailers', () => s.sendTrailers({'grpc-status': '0'})); s.end(Buffer.from([0, 0, 0, 0, 2, 8, 1])) }) }).listen(${GrpcPort})`
 
 function deployment(name: string, node: string, replicas: number) {
   return {
@@ -36,6 +40,8 @@ function deployment(name: string, node: string, replicas: number) {
             name: 'main', image: 'node', command: [NODE, '-e', serverScript(AppPort)], ports: [{containerPort: AppPort}],
             readinessProbe: {httpGet: {path: '/', port: AppPort}, periodSeconds: 1},
             livenessProbe: {tcpSocket: {port: AppPort}, periodSeconds: 2},
+            // Nothing listens on it on the host: a success is the probe reaching the pod's own namespace.
+            startupProbe: {grpc: {port: GrpcPort}, periodSeconds: 1},
           }],
         },
       },

@@ -17,6 +17,10 @@ async function freePort(): Promise<number> {
 const server = (port: number, readyAfterMs: number) =>
   `const t=Date.now();require('http').createServer((q,s)=>{s.statusCode=Date.now()-t>=${readyAfterMs}?200:503;s.end('ua='+q.headers['user-agent'])}).listen(${port},'127.0.0.1')`
 
+/** A grpc.health.v1 server (h2c) on PORT: NOT_SERVING until `ready-after` ms have passed, SERVING after. */
+const grpcServer = (port: number, readyAfterMs: number) =>
+  `const t=Date.now();require('http2').createServer().on('stream',(s)=>{s.on('data',()=>{});s.on('end',()=>{s.respond({':status':200,'content-type':'application/grpc'},{waitForTrailers:true});s.on('wantTrailers',()=>s.sendTrailers({'grpc-status':'0'}));s.end(Buffer.from([0,0,0,0,2,8,Date.now()-t>=${readyAfterMs}?1:2]))})}).listen(${port},'127.0.0.1')`
+
 describeE2e('runtime: probes and lifecycle hooks', () => {
   const h = new RuntimeHarness()
   let out: string
@@ -51,6 +55,21 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
     await h.waitContainer('ready', 'web', (c) => c.ready === true, 'ready', 10_000)
     // Healthy from 1.5 s, two consecutive successes one period apart.
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(2_400)
+  })
+
+  test("readiness grpc: the standard health service's NOT_SERVING fails with the kubelet's message, SERVING makes it ready", async () => {
+    const port = await freePort()
+    await h.run({
+      metadata: {name: 'grpc'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        containers: [nodeContainer('app', grpcServer(port, 2500), {readinessProbe: {grpc: {port}, periodSeconds: 1, failureThreshold: 1}})],
+      },
+    })
+    const e = await h.waitEvent('grpc', (x) => x.reason === 'Unhealthy' && /NOT_SERVING/.test(x.message ?? ''), 'Unhealthy event')
+    expect(e).toMatchObject({type: 'Warning', message: 'Readiness probe failed: service unhealthy (responded with "NOT_SERVING")'})
+    await h.waitContainer('grpc', 'app', (c) => c.ready === true, 'ready', 15_000)
+    expect((await h.events('grpc')).filter((x) => x.reason === 'ProbeWarning')).toEqual([])
   })
 
   test('liveness exec failure: the container is killed with the kubelet message and restarted', async () => {

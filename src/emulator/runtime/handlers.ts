@@ -5,6 +5,7 @@ import https from 'node:https'
 import net from 'node:net'
 import {TargetKubernetesVersion} from '../version.js'
 import {expand, mappingFor} from './expansion.js'
+import {grpcHealthCheck} from './grpc-probe.js'
 import {signalGroup} from './proc.js'
 
 /** What the kubelet caps: probe response bodies and the output kept from exec. */
@@ -40,7 +41,7 @@ export function runProbeAction(probe: V1Probe, ctx: HandlerContext): Promise<Han
   if (probe.exec) return runExec(probe.exec.command ?? [], ctx, timeoutMs)
   if (probe.httpGet) return runHttpGet(probe.httpGet, ctx, timeoutMs)
   if (probe.tcpSocket) return runTcp(probe.tcpSocket, ctx, timeoutMs)
-  if (probe.grpc) return Promise.resolve({result: 'warning', output: 'grpc probes are not supported by vnode; treated as success'})
+  if (probe.grpc) return grpcHealthCheck(ctx.host, Number(probe.grpc.port), probe.grpc.service ?? '', timeoutMs)
   return Promise.resolve({result: 'failure', output: 'missing probe handler'})
 }
 
