@@ -1,5 +1,5 @@
-import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {expect, test} from '@jest/globals'
+import {describeE2e, kubectl, nodeWithNamespace, waitFor} from './helpers.js'
 
 /** kubectl's hidden completion command, as the shell scripts of `kubectl completion bash|zsh` call it. */
 async function completions(words: string[]): Promise<{values: string[]; directive: string}> {
@@ -15,19 +15,8 @@ async function completions(words: string[]): Promise<{values: string[]; directiv
  * flag values, and the names of the pods on vnode nodes.
  */
 describeE2e('shell completion through kubectl', () => {
-  let c: Clients
-  const node = uniqueName('comp-node')
-  const ns = uniqueName('comp')
-
-  beforeAll(async () => {
-    c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await startVnode(node).ready()
-  })
-  afterAll(async () => {
-    await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
-  })
+  const f = nodeWithNamespace('comp')
+  const {ns, node} = f
 
   test('commands, a topic, flags and their values', async () => {
     expect(await completions([''])).toEqual({values: ['cluster', 'kill', 'logs', 'pods', 'up'], directive: ':4'})
@@ -38,9 +27,9 @@ describeE2e('shell completion through kubectl', () => {
   })
 
   test("kill and logs complete the names of the pods on vnode nodes, in the namespace given", async () => {
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
+    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     for (const name of ['web-0', 'web-1', 'db-0']) {
-      await c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, automountServiceAccountToken: false, containers: [{name: 'c', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)']}]}}})
+      await f.c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, automountServiceAccountToken: false, containers: [{name: 'c', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)']}]}}})
     }
     expect(await completions(['kill', '-n', ns, 'web'])).toEqual({values: ['web-0', 'web-1'], directive: ':4'})
     expect((await completions(['logs', '--namespace', ns, ''])).values).toEqual(['db-0', 'web-0', 'web-1'])

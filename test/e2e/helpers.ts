@@ -1,4 +1,4 @@
-import {describe} from '@jest/globals'
+import {afterAll, beforeAll, describe} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
@@ -193,4 +193,29 @@ export async function processesMatching(text: string, opts: {withRuntime?: boole
     }
   }
   return out
+}
+
+/** What a test file gets from nodeWithNamespace: its clients, its namespace, its running node. */
+export interface NodeFixture {
+  c: Clients
+  ns: string
+  node: string
+}
+
+/**
+ * A namespace and a vnode node of the calling describe's own (`up` with
+ * args), started before its tests and stopped, with the namespace, after.
+ */
+export function nodeWithNamespace(prefix: string, args: string[] = []): NodeFixture {
+  const f = {ns: uniqueName(prefix), node: uniqueName(`${prefix}-node`)} as NodeFixture
+  beforeAll(async () => {
+    f.c = await clients()
+    await f.c.core.createNamespace({body: {metadata: {name: f.ns}}})
+    await startVnode(f.node, args).ready()
+  })
+  afterAll(async () => {
+    await stopAllVnodes()
+    await f.c?.core.deleteNamespace({name: f.ns}).catch(() => undefined)
+  })
+  return f
 }
