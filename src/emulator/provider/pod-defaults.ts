@@ -6,3 +6,7 @@
 
 /** spec.terminationGracePeriodSeconds for a pod that sets none. */
 export const DefaultTerminationGracePeriodSeconds = 30
+
+/** A container whose end could not be observed: the kubelet's ContainerStatusUnknown, exit 137 (as SIGKILL). */
+export const ContainerStatusUnknownReason = 'ContainerStatusUnknown'
+export const ContainerStatusUnknownExitCode = 137

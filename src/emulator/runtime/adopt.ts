@@ -2,8 +2,8 @@ import {readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {join} from 'node:path'
 import {ContainerProcess, outputPipes} from './container-process.js'
 import type {LogRotation} from './logs.js'
-import {readPodRecord, type ContainerRecord, type PodRecord} from './pod-record.js'
-import {restoreTermination, UnknownExitCode, type RestoredContainer} from './pod-runtime.js'
+import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../provider/pod-defaults.js'
+import {readPodRecord, restoreTermination, type ContainerRecord, type PodRecord, type RestoredContainer} from './pod-record.js'
 import {groupMembers, readStat, signalGroup} from './proc.js'
 import type {NodeCgroups} from './cgroups/node-cgroups.js'
 import {stopPidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
@@ -121,8 +121,8 @@ export function restoreContainer(c: ContainerRecord, rotation: LogRotation | und
   killLeftovers(c)
   if (cgroups && c.cgroup) cgroups.killNow(c.cgroup)
   const lost = {
-    exitCode: UnknownExitCode,
-    reason: 'ContainerStatusUnknown',
+    exitCode: ContainerStatusUnknownExitCode,
+    reason: ContainerStatusUnknownReason,
     message: LostContainerMessage,
     ...(c.startedAt ? {startedAt: new Date(c.startedAt)} : {}),
     finishedAt: new Date(),

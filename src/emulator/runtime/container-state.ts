@@ -2,6 +2,7 @@ import type {V1Container, V1ContainerState, V1ContainerStatus, V1ObjectReference
 import type {ContainerProcess} from './container-process.js'
 import {CrashLoopBackoff, type CrashLoopTiming} from './crash-loop.js'
 import type {ProbeWorker} from './probes.js'
+import {StopDeadline} from './stop-deadline.js'
 
 /** ephemeral: a `kubectl debug` container, added by a spec update, run once and never restarted. */
 export type ContainerKind = 'init' | 'sidecar' | 'regular' | 'ephemeral'
@@ -39,7 +40,7 @@ export class ContainerState {
   probes: ProbeWorker[] = []
   readonly backoff: CrashLoopBackoff
   /** When a stop is under way: its deadline (epoch ms; only moves closer) and completion. */
-  stopDeadline = Infinity
+  readonly stopDeadline = new StopDeadline()
   stopping: Promise<void> | undefined
   /** Restart without backoff after the current instance exits (spec changed). */
   restartNow = false

@@ -102,6 +102,17 @@ function canonicalBytes(bytes: number, binary: boolean): string {
  * What `du` says of a tree: allocated blocks of every file and directory,
  * symlinks not followed, each inode once. A tree that is gone is 0.
  */
+/** What a pod uses that counts against its limits: its emptyDirs (by medium) and its containers' log directories. */
+export async function podLocalStorageUsage(pod: V1Pod, volumes: ReadonlyMap<string, {path?: string}> | undefined, logDir: (container: string) => string): Promise<LocalStorageUsage> {
+  const usage: LocalStorageUsage = {emptyDirs: new Map(), memoryEmptyDirs: new Map(), logs: new Map()}
+  for (const v of pod.spec?.volumes ?? []) {
+    const dir = v.emptyDir && volumes?.get(v.name)?.path
+    if (dir) (v.emptyDir!.medium === 'Memory' ? usage.memoryEmptyDirs : usage.emptyDirs).set(v.name, await diskUsage(dir))
+  }
+  for (const c of pod.spec?.containers ?? []) usage.logs.set(c.name, await diskUsage(logDir(c.name)))
+  return usage
+}
+
 export async function diskUsage(path: string): Promise<number> {
   const seen = new Set<string>()
   const walk = async (p: string): Promise<number> => {

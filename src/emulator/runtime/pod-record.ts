@@ -1,7 +1,8 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, readFileSync, renameSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import type {OutputPipes} from './container-process.js'
+import type {ContainerProcess, OutputPipes} from './container-process.js'
+import type {ContainerState, Termination} from './container-state.js'
 import type {RealLink} from './volumes.js'
 
 /**
@@ -63,6 +64,53 @@ export interface ContainerRecord {
 }
 
 export const PodRecordFile = 'record.json'
+
+export function recordTermination(t: Termination): RecordedTermination {
+  return {...t, startedAt: t.startedAt?.toISOString(), finishedAt: t.finishedAt.toISOString()}
+}
+
+/** One container's record: its live instance (pid, start time, pipes, cgroup) and its last exit. */
+export function containerRecord(c: ContainerState, cgroup: string | undefined): ContainerRecord {
+  const proc = c.proc
+  return {
+    name: c.name,
+    kind: c.kind,
+    containerID: c.containerID,
+    pid: proc?.pid,
+    startTicks: proc?.startTicks,
+    startedAt: proc?.startedAt.toISOString(),
+    running: c.running,
+    restartCount: c.restartCount,
+    logPath: c.logPath,
+    exitCode: c.lastExit?.exitCode,
+    pipes: proc?.pipes,
+    cgroup,
+    sandboxed: proc?.sandboxed,
+    pgid: proc && proc.pgid !== proc.pid ? proc.pgid : undefined,
+    imageID: c.imageID || undefined,
+    lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
+  }
+}
+
+export function restoreTermination(t: RecordedTermination): Termination {
+  return {...t, startedAt: t.startedAt ? new Date(t.startedAt) : undefined, finishedAt: new Date(t.finishedAt)}
+}
+
+/** One container as adoption found it (adopt.ts). */
+export interface RestoredContainer {
+  name: string
+  /** Instances started so far (restartCount + 1), 0 if it never ran. */
+  instances: number
+  containerID?: string
+  logPath?: string
+  imageID?: string
+  /** Finished instances, newest first. */
+  history: Termination[]
+  /** The live instance, when its process was found. */
+  proc?: ContainerProcess
+  /** The live instance's cgroup (relative to the node root). */
+  cgroup?: string
+}
 
 export function podSandbox(stateDir: string, uid: string): string {
   return join(stateDir, 'pods', uid)

@@ -1,35 +1,35 @@
-import type {V1Container, V1EphemeralContainer, V1Lifecycle, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import type {V1Container, V1Lifecycle, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
-import {closeSync, mkdirSync, openSync, readSync, writeFileSync} from 'node:fs'
-import {dirname, isAbsolute, join, relative} from 'node:path'
+import {mkdirSync, writeFileSync} from 'node:fs'
+import {dirname, join} from 'node:path'
 import {SandboxWaitingReason, type ProviderContext} from '../provider/handler.js'
 import {Backoff} from '../kube/backoff.js'
+import {terminationOf} from './container-exit.js'
+import {containerConfig, DefaultTerminationMessagePath, plainTerminationFile, sandboxTerminationFile} from './container-config.js'
 import {ContainerProcess, StartError, type ExitInfo} from './container-process.js'
-import {ContainerState, podDesc, podRef, type ContainerKind, type Termination} from './container-state.js'
+import {ContainerState, podDesc, podRef} from './container-state.js'
 import {goDuration, type CrashLoopTiming} from './crash-loop.js'
 import {nextRelist, syncBackoffDelay, type SyncClock} from './sync-clock.js'
-import {buildContainerEnv, type NodeFacts} from './env.js'
+import type {NodeFacts} from './env.js'
 import {runHook, type HandlerContext, type HandlerOutcome} from './handlers.js'
-import {imagePresent, resolveProgram, type ImageMap} from './images.js'
-import {prepareProgram} from './image-program.js'
+import type {ImageMap} from './images.js'
 import {EventReason} from '../kube/event-reasons.js'
 import {containerLogDir, containerLogFile, podLogDir} from './log-layout.js'
-import {DefaultLocalStorageCheckMs, diskUsage, EvictedReason, EvictionGracePeriodSeconds, hasLocalStorageLimits, type LocalStorageUsage, localStorageViolation} from './local-storage.js'
-import {tailLogContent, type LogRotation} from './logs.js'
-import {writePodRecord, type PodRecord, type RecordedTermination} from './pod-record.js'
+import {DefaultLocalStorageCheckMs, EvictedReason, EvictionGracePeriodSeconds, hasLocalStorageLimits, localStorageViolation, podLocalStorageUsage} from './local-storage.js'
+import type {LogRotation} from './logs.js'
+import {containerRecord, writePodRecord, type PodRecord, type RestoredContainer} from './pod-record.js'
+import {containerProbes, probeEffect} from './probe-effects.js'
 import {ProbeWorker, type ProbeKind, type ProbeResult} from './probes.js'
-import {constants} from 'node:os'
 import type {TokenSource} from './service-account-tokens.js'
 import {VolumeRefresher, type VolumeRefreshOptions} from './volume-refresh.js'
 import type {NodeCgroups} from './cgroups/node-cgroups.js'
-import {PodCgroupState, OOMKilledReason} from './cgroups/pod-cgroup.js'
+import {PodCgroupState} from './cgroups/pod-cgroup.js'
 import {PodNetworkAttachment} from './network/pod-attachment.js'
 import type {PodNetwork} from './network/pod-network.js'
-import {containerView} from './sandbox/container-view.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './sandbox/pod-files.js'
-import type {ContainerSandboxSpec, SandboxMode} from './sandbox/spec.js'
+import type {SandboxMode} from './sandbox/spec.js'
 import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNamespaceHolder} from './sandbox/pod-pid-namespace.js'
-import {materialiseVolumes, prepareContainerRoot, removeRealLinks, removeTree, VolumeRootEnv, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
+import {materialiseVolumes, removeRealLinks, removeTree, volumesDir, type MaterialisedVolume, type RealLink} from './volumes.js'
 import {DefaultTerminationGracePeriodSeconds as DefaultTerminationGraceSeconds} from '../provider/pod-defaults.js'
 
 /** Waiting reasons of a container that could not be created on a sync: retried on the next sync, not under CrashLoopBackOff. */
@@ -48,42 +48,12 @@ export function hookErrorMessage(handler: NonNullable<V1Lifecycle['postStart']>,
 
 /** The kubelet's minimumGracePeriodInSeconds: every container gets at least this after SIGTERM. */
 export const MinimumKillGraceMs = 2_000
-/** The kubelet reads at most this much of a termination message file. */
-export const MaxTerminationMessageBytes = 4096
-export const DefaultTerminationMessagePath = '/dev/termination-log'
 /** Where handlers (probes, hooks) reach a container without a host: loopback, as pods share the host network. */
 export const ProbeHost = '127.0.0.1'
-/** What the kubelet reports for a container whose end it could not observe (ContainerStatusUnknown). */
-export const UnknownExitCode = 137
-export const AdoptedExitMessage = 'The container was adopted after a restart of vnode; its exit status could not be read'
-
-/** One container as adoption found it (adopt.ts). */
-export interface RestoredContainer {
-  name: string
-  /** Instances started so far (restartCount + 1), 0 if it never ran. */
-  instances: number
-  containerID?: string
-  logPath?: string
-  imageID?: string
-  /** Finished instances, newest first. */
-  history: Termination[]
-  /** The live instance, when its process was found. */
-  proc?: ContainerProcess
-  /** The live instance's cgroup (relative to the node root). */
-  cgroup?: string
-}
 
 /** The pod's ephemeral containers, as containers (their fields are a subset). */
 function ephemeralSpecs(pod: V1Pod): V1Container[] {
   return (pod.spec?.ephemeralContainers ?? []) as V1Container[]
-}
-
-export function recordTermination(t: Termination): RecordedTermination {
-  return {...t, startedAt: t.startedAt?.toISOString(), finishedAt: t.finishedAt.toISOString()}
-}
-
-export function restoreTermination(t: RecordedTermination): Termination {
-  return {...t, startedAt: t.startedAt ? new Date(t.startedAt) : undefined, finishedAt: new Date(t.finishedAt)}
 }
 
 export interface PodRuntimeDeps {
@@ -473,7 +443,7 @@ export class PodRuntime {
     }
     this.storageCheckAt = Date.now() + DefaultLocalStorageCheckMs
     this.scheduleWake(this.storageCheckAt)
-    const message = localStorageViolation(this.pod, await this.localStorageUsage())
+    const message = localStorageViolation(this.pod, await podLocalStorageUsage(this.pod, this.volumes, (c) => containerLogDir(this.deps.ctx.stateDir, this.pod.metadata!.namespace!, this.pod.metadata!.name!, this.uid, c)))
     if (!message || this.finished) return false
     this.outcome = {phase: 'Failed', reason: EvictedReason, message}
     void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', EventReason.Evicted, message)
@@ -481,94 +451,41 @@ export class PodRuntime {
     return true
   }
 
-  private async localStorageUsage(): Promise<LocalStorageUsage> {
-    const usage: LocalStorageUsage = {emptyDirs: new Map(), memoryEmptyDirs: new Map(), logs: new Map()}
-    for (const v of this.pod.spec?.volumes ?? []) {
-      const dir = v.emptyDir && this.volumes?.get(v.name)?.path
-      if (dir) (v.emptyDir!.medium === 'Memory' ? usage.memoryEmptyDirs : usage.emptyDirs).set(v.name, await diskUsage(dir))
-    }
-    const {namespace, name} = this.pod.metadata!
-    for (const c of this.pod.spec?.containers ?? []) usage.logs.set(c.name, await diskUsage(containerLogDir(this.deps.ctx.stateDir, namespace!, name!, this.uid, c.name)))
-    return usage
-  }
-
   // ---- starting a container ----
 
   private async startContainer(c: ContainerState): Promise<void> {
     const pod = this.pod
-    // EnsureImageExists comes first: an image that is not there under pull policy Never stops the start.
-    if (c.spec.imagePullPolicy === 'Never' && !imagePresent(c.spec.image ?? '', this.deps.images)) {
-      const message = `Container image "${c.spec.image ?? ''}" is not present with pull policy of Never`
-      this.event(c, 'Warning', 'ErrImageNeverPull', message)
-      return this.configFailed(c, 'ErrImageNeverPull', message, 'Error: ErrImageNeverPull')
-    }
-    // The kubelet reports the image on every attempt, before the container's config is made.
-    this.event(c, 'Normal', 'Pulled', `Container image "${c.spec.image ?? ''}" already present on machine`)
-    const program = resolveProgram(c.spec, this.deps.images)
-    if (!program.ok) return this.configFailed(c, 'CreateContainerError', program.message)
-    const sandbox = this.deps.sandbox
-    const sandboxed = this.deps.sandboxMode === 'namespaces'
-    const root = join(sandbox, 'roots', c.name)
-    // In a sandbox every mount is at its real path: the root of the view is /, so specs written for either mode work.
-    const runtimeVars: Record<string, string> = {[VolumeRootEnv]: sandboxed ? '/' : root}
-    const envResult = await buildContainerEnv({pod, container: c.spec, node: this.deps.node, objects: this.deps.ctx.objects, services: this.deps.ctx.services, runtime: runtimeVars, image: program.program.env, path: this.deps.path})
-    for (const e of envResult.events) void this.deps.ctx.recorder.record(podRef(pod), e.type, e.reason, e.message)
-    if (!envResult.ok) return this.configFailed(c, 'CreateContainerConfigError', envResult.message)
-    const env = envResult.env
-    let view: ContainerSandboxSpec | undefined
-    let cwd: string
-    if (sandboxed) {
-      const msgFile = this.terminationFile(c)
-      const viewResult = await containerView({
-        pod,
-        container: c.spec,
-        volumes: this.volumes!,
-        env,
-        podFiles: this.podFiles(),
-        terminationFile: msgFile,
-        terminationMessagePath: c.spec.terminationMessagePath || DefaultTerminationMessagePath,
-        hostname: containerHostname(pod),
-        stateDir: this.deps.ctx.stateDir,
-      })
-      if (!viewResult.ok) return this.configFailed(c, 'CreateContainerConfigError', viewResult.message)
-      view = viewResult.spec
-      // The pod's network namespace (network/), made before its first container.
-      if (this.net.netns) view = {...view, netns: this.net.netns}
-      if (pod.spec?.shareProcessNamespace) view.pidNamespaceOf = (await this.sharedPidNamespace()).pid
-      cwd = c.spec.workingDir || program.program.workingDir || '/'
-      mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
-      writeFileSync(msgFile, '', {mode: 0o600})
-      c.terminationMessageFile = msgFile
-    } else {
-      const rootResult = await prepareContainerRoot(c.spec, sandbox, this.volumes!, env)
-      if (!rootResult.ok) return this.configFailed(c, 'CreateContainerConfigError', rootResult.message)
-      for (const l of rootResult.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
-      cwd = this.workingDir(c, program.program.workingDir, root)
-      const msgFile = join(root, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
-      mkdirSync(dirname(msgFile), {recursive: true, mode: 0o700})
-      writeFileSync(msgFile, '', {mode: 0o600})
-      c.terminationMessageFile = msgFile
-    }
+    const config = await containerConfig({
+      pod,
+      c,
+      containers: this.containers,
+      ctx: this.deps.ctx,
+      images: this.deps.images,
+      node: this.deps.node,
+      path: this.deps.path,
+      sandbox: this.deps.sandbox,
+      sandboxMode: this.deps.sandboxMode,
+      volumes: this.volumes!,
+      podFiles: this.podFiles(),
+      netns: this.net.netns,
+      sharedPid: async () => (await this.sharedPidNamespace()).pid,
+      event: (type, reason, message) => this.event(c, type, reason, message),
+      podEvent: (type, reason, message) => void this.deps.ctx.recorder.record(podRef(pod), type, reason, message),
+    })
+    if (!config.ok) return this.configFailed(c, config.reason, config.message, config.event)
+    for (const l of config.links) if (!this.links.some((x) => x.path === l.path)) this.links.push(l)
     if (this.finished) return
-
-    const prepared = await prepareProgram(program.program, c.spec, sandbox, env)
-    if (!prepared.ok) return this.configFailed(c, 'CreateContainerError', prepared.message)
-    const argv = prepared.argv
-    // A mapped server program's files: at the same path inside the sandbox (under the hidden state dir).
-    if (view && prepared.imageDir) view.binds.push({source: prepared.imageDir, target: prepared.imageDir, readOnly: false})
-    // kubectl debug --target: the debug container joins the target's PID namespace.
-    const target = c.kind === 'ephemeral' ? (c.spec as V1EphemeralContainer).targetContainerName : undefined
-    if (view && target && !view.pidNamespaceOf) {
-      const t = this.containers.find((x) => x.name === target && x.kind !== 'ephemeral')
-      if (t?.proc?.sandboxed) view.pidNamespaceOf = t.proc.pid
-    }
+    mkdirSync(dirname(config.terminationFile), {recursive: true, mode: 0o700})
+    writeFileSync(config.terminationFile, '', {mode: 0o600})
+    c.terminationMessageFile = config.terminationFile
+    const {argv, env, cwd, view} = config
 
     // What the status showed until now: it still does until the start is seen.
     const before = c.status(this.defaultWaiting())
     // The new instance's restartCount: how many instances ran before it.
     const logPath = containerLogFile(this.deps.ctx.stateDir, pod.metadata!.namespace!, pod.metadata!.name!, this.uid, c.name, c.instances)
     c.instances++
-    c.imageID = program.program.imageID
+    c.imageID = config.imageID
     c.containerID = `vnode://${randomBytes(32).toString('hex')}`
     c.logPath = logPath
     c.waiting = undefined
@@ -678,11 +595,6 @@ export class PodRuntime {
     return this.pidHolder
   }
 
-  /** The host file behind a sandboxed container's terminationMessagePath. */
-  private terminationFile(c: ContainerState): string {
-    return join(this.deps.sandbox, 'termination', c.name)
-  }
-
   /** The pod's /etc/hosts, /etc/resolv.conf and /etc/hostname (sandbox/pod-files.ts), in its sandbox dir. */
   private podFiles(): {hosts: string; resolvConf: string; hostname: string} {
     const dir = join(this.deps.sandbox, 'etc')
@@ -721,7 +633,9 @@ export class PodRuntime {
       c.runningImage = c.spec.image
       c.started = !c.spec.startupProbe
       c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
-      c.terminationMessageFile = f.proc.sandboxed ? this.terminationFile(c) : join(this.deps.sandbox, 'roots', c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+      c.terminationMessageFile = f.proc.sandboxed
+        ? sandboxTerminationFile(this.deps.sandbox, c.name)
+        : plainTerminationFile(this.deps.sandbox, c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
       this.watchProcess(c, f.proc)
     }
     this.links = [...links]
@@ -742,26 +656,8 @@ export class PodRuntime {
     this.retrySyncLater()
   }
 
-  /** spec.workingDir (a path under a mountPath is its mirror), the image map's, or the container's root. */
-  private workingDir(c: ContainerState, imageDir: string | undefined, root: string): string {
-    const dir = c.spec.workingDir || imageDir
-    if (!dir) return root
-    for (const m of c.spec.volumeMounts ?? []) {
-      const rel = relative(m.mountPath, dir)
-      if (!rel.startsWith('..') && !isAbsolute(rel)) return join(root, m.mountPath, rel)
-    }
-    return dir
-  }
-
   private startProbes(c: ContainerState, proc: ContainerProcess, hctx: HandlerContext): void {
-    if (c.kind === 'init') return
-    const kinds: Array<[ProbeKind, NonNullable<typeof c.spec.livenessProbe> | undefined]> = [
-      ['startup', c.spec.startupProbe],
-      ['liveness', c.spec.livenessProbe],
-      ['readiness', c.spec.readinessProbe],
-    ]
-    for (const [kind, probe] of kinds) {
-      if (!probe) continue
+    for (const [kind, probe] of containerProbes(c)) {
       const w = new ProbeWorker(kind, probe, hctx, proc.startedAt, {
         started: () => c.started,
         onResult: (k, r) => this.onProbeResult(c, proc, k, r),
@@ -774,42 +670,23 @@ export class PodRuntime {
 
   private onProbeResult(c: ContainerState, proc: ContainerProcess, kind: ProbeKind, result: ProbeResult): void {
     if (c.proc !== proc) return
-    if (kind === 'readiness') {
-      c.ready = result === 'Success' && c.started
-    } else if (kind === 'startup' && result === 'Success') {
+    const e = probeEffect(c, kind, result, {terminating: this.terminating !== undefined, restartPolicy: this.restartPolicy})
+    if (e.effect === 'ready') c.ready = e.ready
+    if (e.effect === 'started') {
       c.started = true
-      c.ready = !c.spec.readinessProbe
+      c.ready = e.ready
       c.probes.find((p) => p.kind === 'readiness')?.trigger()
       void this.kick()
-    } else if (result === 'Failure' && !this.terminating) {
-      const restarts = c.kind === 'sidecar' || this.restartPolicy !== 'Never'
-      const who = c.kind === 'sidecar' ? 'Init container' : 'Container'
-      const grace = (kind === 'liveness' ? c.spec.livenessProbe : c.spec.startupProbe)?.terminationGracePeriodSeconds
-      void this.stopContainer(c, `${who} ${c.name} failed ${kind} probe${restarts ? ', will be restarted' : ''}`, grace != null ? Number(grace) * 1000 : this.podGraceMs())
     }
+    if (e.effect === 'kill') void this.stopContainer(c, e.message, e.graceMs ?? this.podGraceMs())
     this.publish()
   }
 
   private onExit(c: ContainerState, proc: ContainerProcess, exit: ExitInfo): void {
     for (const p of c.probes) p.stop()
     c.probes = []
-    const failed = exit.exitCode !== 0
     // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
-    const oomKilled = this.cgroup.exited(c.name)
-    const t: Termination = {
-      exitCode: exit.exitCode,
-      ...(exit.signal ? {signal: constants.signals[exit.signal]} : {}),
-      reason: oomKilled ? OOMKilledReason : failed ? 'Error' : 'Completed',
-      startedAt: proc.startedAt,
-      finishedAt: exit.finishedAt,
-      containerID: c.containerID,
-    }
-    const message = this.terminationMessage(c, failed)
-    if (message) t.message = message
-    if (exit.unknown && !oomKilled) {
-      // An adopted process is not vnode's child: how it ended cannot be read.
-      Object.assign(t, {exitCode: UnknownExitCode, reason: 'ContainerStatusUnknown', message: message || AdoptedExitMessage})
-    } else if (exit.unknown) t.exitCode = UnknownExitCode
+    const t = terminationOf(c, proc.startedAt, exit, this.cgroup.exited(c.name))
     if (c.pendingWaiting) {
       c.waiting = c.pendingWaiting
       c.pendingWaiting = undefined
@@ -818,29 +695,10 @@ export class PodRuntime {
     c.proc = undefined
     c.unobserved = undefined
     c.started = false
-    c.ready = c.kind === 'init' && !failed
+    c.ready = c.kind === 'init' && exit.exitCode === 0
     this.writeRecord()
     this.publish()
     void this.kick()
-  }
-
-  private terminationMessage(c: ContainerState, failed: boolean): string {
-    let msg = ''
-    if (c.terminationMessageFile) {
-      try {
-        const fd = openSync(c.terminationMessageFile, 'r')
-        try {
-          const buf = Buffer.alloc(MaxTerminationMessageBytes)
-          msg = buf.subarray(0, readSync(fd, buf, 0, buf.length, 0)).toString('utf8')
-        } finally {
-          closeSync(fd)
-        }
-      } catch {
-        /* no message */
-      }
-    }
-    if (!msg && failed && c.spec.terminationMessagePolicy === 'FallbackToLogsOnError' && c.logPath) msg = tailLogContent(c.logPath)
-    return msg
   }
 
   // ---- stopping ----
@@ -856,33 +714,30 @@ export class PodRuntime {
    * SIGTERM). A second call can only move the deadline closer.
    */
   private stopContainer(c: ContainerState, message: string, graceMs: number): Promise<void> {
-    const deadline = Math.min(Date.now() + graceMs, this.podDeadline)
-    c.stopDeadline = Math.min(c.stopDeadline, deadline)
+    c.stopDeadline.moveTo(Math.min(Date.now() + graceMs, this.podDeadline))
     if (c.stopping) return c.stopping
     const proc = c.proc
     if (!proc) return Promise.resolve()
     this.event(c, 'Normal', 'Killing', message)
     c.stopping = (async () => {
       const preStop = c.spec.lifecycle?.preStop
-      if (preStop && c.stopDeadline > Date.now()) {
-        const hctx = this.handlerContext(c, proc)
+      if (preStop && c.stopDeadline.at > Date.now()) {
         const hookAbort = new AbortController()
-        const hook = runHook(preStop, hctx, Math.max(0, c.stopDeadline - Date.now()), hookAbort.signal)
-        let done = false
-        void hook.then(() => (done = true))
-        while (!done && proc.exit === undefined && Date.now() < c.stopDeadline) await new Promise((r) => setTimeout(r, 50))
+        const hook = runHook(preStop, this.handlerContext(c, proc), Math.max(0, c.stopDeadline.at - Date.now()), hookAbort.signal)
+        // The hook ends, the container exits by itself, or the deadline (which may move closer meanwhile) passes.
+        await Promise.race([hook, proc.exited, c.stopDeadline.passed()])
         hookAbort.abort()
         const r = await hook
         if (r.result === 'failure' && proc.exit === undefined) this.event(c, 'Warning', 'FailedPreStopHook', 'PreStopHook failed')
       }
       const sigtermAt = Date.now()
-      await proc.terminate(() => Math.max(c.stopDeadline, sigtermAt + MinimumKillGraceMs))
+      await proc.terminate(() => Math.max(c.stopDeadline.at, sigtermAt + MinimumKillGraceMs))
       // Whatever escaped the process group is still in the container's cgroup.
       await this.cgroup.drained(c.name)
     })()
     return c.stopping.finally(() => {
       c.stopping = undefined
-      c.stopDeadline = Infinity
+      c.stopDeadline.reset()
       void this.kick()
     })
   }
@@ -904,7 +759,7 @@ export class PodRuntime {
   terminate(gracePeriodSeconds: number): Promise<void> {
     const deadline = Date.now() + Math.max(0, gracePeriodSeconds) * 1000
     this.podDeadline = Math.min(this.podDeadline, deadline)
-    for (const c of this.containers) if (c.stopping) c.stopDeadline = Math.min(c.stopDeadline, this.podDeadline)
+    for (const c of this.containers) if (c.stopping) c.stopDeadline.moveTo(this.podDeadline)
     if (this.terminating) return this.terminating
     this.finished = true
     this.clearWake()
@@ -1050,24 +905,7 @@ export class PodRuntime {
       ...(this.pidHolder ? {pidHolder: this.pidHolder} : {}),
       updatedAt: new Date().toISOString(),
       pod: this.pod,
-      containers: this.containers.map((c) => ({
-        name: c.name,
-        kind: c.kind as ContainerKind,
-        containerID: c.containerID,
-        pid: c.proc?.pid,
-        startTicks: c.proc?.startTicks,
-        startedAt: c.proc?.startedAt.toISOString(),
-        running: c.running,
-        restartCount: c.restartCount,
-        logPath: c.logPath,
-        exitCode: c.lastExit?.exitCode,
-        pipes: c.proc?.pipes,
-        cgroup: c.proc ? this.cgroup.containerPath(c.name) : undefined,
-        sandboxed: c.proc?.sandboxed,
-        pgid: c.proc && c.proc.pgid !== c.proc.pid ? c.proc.pgid : undefined,
-        imageID: c.imageID || undefined,
-        lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
-      })),
+      containers: this.containers.map((c) => containerRecord(c, c.proc ? this.cgroup.containerPath(c.name) : undefined)),
     }
   }
 
