@@ -1,16 +1,13 @@
-import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {beforeAll, expect, test} from '@jest/globals'
+import {readFileSync} from 'node:fs'
 import {Resolver} from 'node:dns/promises'
-import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {isAlive} from '../../src/cluster/process.js'
 import {freePort} from '../../src/common/ports.js'
 import {ServiceRouteInterface} from '../../src/common/service-route.js'
-import {E2eEnv} from './env.mjs'
-import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+import {type Clients, clusterWithServices, describeE2e, kubectl, NODE, stopAllVnodes, vnode, waitFor} from './helpers.js'
 import {assertLocalRoute, httpGet, isRoot, links, natRules} from './network-helpers.js'
 
-const NODE = process.execPath
 const ClusterDnsIp = '10.0.0.10'
 
 /** A container that serves its name over HTTP on port and burns a little CPU, so metrics-server has a rate to report. */
@@ -26,32 +23,12 @@ function server(name: string, port: number) {
  * and the service range routed to a local device so nothing leaves.
  */
 describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service route', () => {
+  const f = clusterWithServices('svc')
+  const node = f.node
+  const ns = f.ns
   let c: Clients
-  let dir: string
-  let upStderr = ''
-  let savedKubeconfig: string | undefined
-  const node = uniqueName('svc-node')
-  const ns = uniqueName('svc')
-
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'vnode-services-'))
-    const up = await vnode(['cluster', 'up', '--dir', join(dir, 'cluster'), '--port', '0'], {timeout: 150_000})
-    upStderr = up.stderr
-    expect(up.exitCode).toBe(0)
-    savedKubeconfig = process.env[E2eEnv.kubeconfig]
-    process.env[E2eEnv.kubeconfig] = join(dir, 'cluster', 'kubeconfig')
-    c = await clients()
-    const p = startVnode(node)
-    await p.ready()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
-  }, 200_000)
-
-  afterAll(async () => {
-    await stopAllVnodes()
-    await vnode(['cluster', 'down', '--dir', join(dir, 'cluster')], {timeout: 60_000})
-    process.env[E2eEnv.kubeconfig] = savedKubeconfig
-    rmSync(dir, {recursive: true, force: true})
+  beforeAll(() => {
+    c = f.c
   })
 
   test('the Metrics API is served: kubectl top node and kubectl top pod list the node and every running pod', async () => {
@@ -86,7 +63,7 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
 
   test('the service range is routed to a local device, so an untranslated ClusterIP fails here', async () => {
     if (!isRoot()) {
-      expect(upStderr).toContain('kube-proxy skipped: it needs root')
+      expect(f.upStderr).toContain('kube-proxy skipped: it needs root')
       return
     }
     // An address of the range no Service holds: no rule translates it.
@@ -125,11 +102,11 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
   }, 120_000)
 
   test('cluster down stops every service and removes its rules and the service route', async () => {
-    const state = JSON.parse(readFileSync(join(dir, 'cluster', 'state.json'), 'utf8')) as {services?: {pids: Record<string, number>}}
+    const state = JSON.parse(readFileSync(join(f.clusterDir, 'state.json'), 'utf8')) as {services?: {pids: Record<string, number>}}
     const pids = Object.values(state.services?.pids ?? {})
     expect(pids.length).toBe(isRoot() ? 3 : 2)
     await stopAllVnodes()
-    const down = await vnode(['cluster', 'down', '--dir', join(dir, 'cluster')], {timeout: 60_000})
+    const down = await vnode(['cluster', 'down', '--dir', f.clusterDir], {timeout: 60_000})
     expect(down.exitCode).toBe(0)
     for (const pid of pids) expect(isAlive(pid)).toBe(false)
     expect(await links()).not.toContain(ServiceRouteInterface)

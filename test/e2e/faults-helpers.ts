@@ -2,12 +2,7 @@ import type {CoreV1Api, V1Container, V1Pod} from '@kubernetes/client-node'
 import {readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {waitFor} from './helpers.js'
 
-/** The node binary by absolute path: containers run `node -e script`, no shell. */
-export const NODE = process.execPath
-
-export function nodeContainer(name: string, script: string, extra: Partial<V1Container> = {}): V1Container {
-  return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
-}
+export {NODE, nodeContainer} from './helpers.js'
 
 /** A pod bound to the node directly (no scheduler, no taints involved). */
 export function podOn(node: string, namespace: string, name: string, containers: V1Container[], spec: Partial<V1Pod['spec']> = {}): V1Pod {

@@ -2,9 +2,18 @@ import {afterAll, beforeAll, describe} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
-import {mkdirSync} from 'node:fs'
+import {mkdirSync, mkdtempSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
+
+/** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
+export const NODE = process.execPath
+
+/** A container running `node -e script` (extra fields win). */
+export function nodeContainer(name: string, script: string, extra: Partial<k8s.V1Container> = {}): k8s.V1Container {
+  return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
+}
 
 /** `describe`, or `describe.skip` with the reason printed when the control plane is unavailable. */
 export const describeE2e = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
@@ -217,5 +226,49 @@ export function nodeWithNamespace(prefix: string, args: string[] = []): NodeFixt
     await stopAllVnodes()
     await f.c?.core.deleteNamespace({name: f.ns}).catch(() => undefined)
   })
+  return f
+}
+
+export interface ClusterFixture extends NodeFixture {
+  /** The cluster's own directory (kubeconfig, state.json). */
+  clusterDir: string
+  /** What `cluster up` printed on stderr (its steps, what it skipped). */
+  upStderr: string
+  /** The node's `up` process (a test may stop and start it again). */
+  vnode: VnodeProcess
+}
+
+/**
+ * A control plane of the calling describe's own, made by `kubectl vnode
+ * cluster up` with its services (kube-proxy and CoreDNS as root,
+ * metrics-server; node CIDRs allocated), with a vnode node (`up` with args)
+ * and a namespace whose default ServiceAccount exists. The suite's
+ * kubeconfig points at this cluster until the describe is over; then the
+ * node stops and `cluster down` removes the cluster and its services.
+ */
+export function clusterWithServices(prefix: string, args: string[] = []): ClusterFixture {
+  const f = {ns: uniqueName(prefix), node: uniqueName(`${prefix}-node`)} as ClusterFixture
+  let dir: string | undefined
+  let savedKubeconfig: string | undefined
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), `vnode-${prefix}-`))
+    f.clusterDir = join(dir, 'cluster')
+    const up = await vnode(['cluster', 'up', '--dir', f.clusterDir, '--port', '0'], {timeout: 150_000})
+    f.upStderr = up.stderr
+    if (up.exitCode !== 0) throw new Error(`cluster up exited ${up.exitCode}: ${up.stderr}`)
+    savedKubeconfig = process.env[E2eEnv.kubeconfig]
+    process.env[E2eEnv.kubeconfig] = join(f.clusterDir, 'kubeconfig')
+    f.c = await clients()
+    f.vnode = startVnode(f.node, args)
+    await f.vnode.ready()
+    await f.c.core.createNamespace({body: {metadata: {name: f.ns}}})
+    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: f.ns}), 'the default service account', 30_000)
+  }, 200_000)
+  afterAll(async () => {
+    await stopAllVnodes()
+    if (f.clusterDir) await vnode(['cluster', 'down', '--dir', f.clusterDir], {timeout: 60_000})
+    if (savedKubeconfig !== undefined) process.env[E2eEnv.kubeconfig] = savedKubeconfig
+    if (dir) rmSync(dir, {recursive: true, force: true})
+  }, 90_000)
   return f
 }

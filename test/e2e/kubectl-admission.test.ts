@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, processesMatching, stopAllVnodes, uniqueName} from './helpers.js'
 
 /** The node's admission (the kubelet's checks) as kubectl shows it: a rejected pod is Failed with the reason. */
@@ -16,7 +16,7 @@ describeE2e('kubectl: admission', () => {
 
   const pod = (name: string, cpu: string, marker: string, extra: Record<string, unknown> = {}) => ({
     metadata: {name},
-    spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker, {resources: {requests: {cpu}}})], ...extra},
+    spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker, {resources: {requests: {cpu}}})], ...extra},
   })
 
   test('OutOfcpu: STATUS OutOfcpu, phase Failed with the kubelet message, a Warning event, no process; what fits runs and counts as used', async () => {

@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, testEnv, uniqueName} from './helpers.js'
 
 /** Writes what the process sees (env, cwd) to the file named by its second argument, then keeps running. */
@@ -26,7 +26,7 @@ describeE2e('kubectl: container env as the process sees it', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         containers: [
-          nodeContainer('app', reportScript, marker, {
+          markedContainer('app', reportScript, marker, {
             args: ['$(OUT_DIR)/env.json'],
             workingDir: f.dir,
             resources: {limits: {cpu: '250m', memory: '128Mi'}, requests: {cpu: '100m', memory: '64Mi'}},
@@ -53,7 +53,7 @@ describeE2e('kubectl: container env as the process sees it', () => {
             ],
           }),
           // No workingDir: the container's volume root is its cwd.
-          nodeContainer('side', reportScript, marker, {args: [f.out('side.json')]}),
+          markedContainer('side', reportScript, marker, {args: [f.out('side.json')]}),
         ],
       },
     })
@@ -118,7 +118,7 @@ describeE2e('kubectl: container env as the process sees it', () => {
     const linked = (name: string, enableServiceLinks: boolean) =>
       f.create({
         metadata: {name},
-        spec: {terminationGracePeriodSeconds: 2, enableServiceLinks, containers: [nodeContainer('app', reportScript, marker, {args: [f.out(`${name}.json`)]})]},
+        spec: {terminationGracePeriodSeconds: 2, enableServiceLinks, containers: [markedContainer('app', reportScript, marker, {args: [f.out(`${name}.json`)]})]},
       })
     await linked('links', true)
     await linked('nolinks', false)
@@ -147,7 +147,7 @@ describeE2e('kubectl: container env as the process sees it', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         containers: [
-          nodeContainer('app', reportScript, marker, {
+          markedContainer('app', reportScript, marker, {
             args: [f.out('waits.json')],
             env: [{name: 'LATER', valueFrom: {configMapKeyRef: {name: 'later', key: 'k'}}}],
           }),

@@ -1,12 +1,12 @@
-import type {V1Pod} from '@kubernetes/client-node'
+import type {V1Container, V1Pod} from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
-import {type Clients, clients, kubectl, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor} from './helpers.js'
+import {type Clients, clients, kubectl, NODE, nodeContainer, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor} from './helpers.js'
 
 /** The node binary by absolute path: a container's PATH is the runtimes' minimal one. */
-export const NODE = process.execPath
+export {NODE} from './helpers.js'
 
 /** One row of `kubectl get pod --no-headers`: NAME READY STATUS RESTARTS AGE. */
 export interface PodRow {
@@ -208,7 +208,7 @@ export class KubectlFixture {
   }
 }
 
-/** A `node -e` container: the marker is an argument so the process table shows whose it is. */
-export function nodeContainer(name: string, script: string, marker: string, extra: Record<string, unknown> = {}) {
-  return {name, image: 'node', command: [NODE, '-e', script, marker], ...extra}
+/** A `node -e` container of image `node` (the built-in image map's): the marker is an argument so the process table shows whose it is. */
+export function markedContainer(name: string, script: string, marker: string, extra: Partial<V1Container> = {}): V1Container {
+  return nodeContainer(name, script, {image: 'node', command: [NODE, '-e', script, marker], ...extra})
 }

@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync} from 'node:fs'
-import {KubectlFixture, nodeContainer, parseRow} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer, parseRow} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /** Appends its name to the order file (argv[2]), waits argv[3] ms, exits with argv[4] (or keeps running without one). */
@@ -25,8 +25,8 @@ describeE2e('kubectl: init containers', () => {
       metadata: {name: 'inits'},
       spec: {
         terminationGracePeriodSeconds: 2,
-        initContainers: [nodeContainer('first', step, marker, {args: [order, 'first', '1500', '0']}), nodeContainer('second', step, marker, {args: [order, 'second', '0', '0']})],
-        containers: [nodeContainer('main', step, marker, {args: [order, 'main', '0']})],
+        initContainers: [markedContainer('first', step, marker, {args: [order, 'first', '1500', '0']}), markedContainer('second', step, marker, {args: [order, 'second', '0', '0']})],
+        containers: [markedContainer('main', step, marker, {args: [order, 'main', '0']})],
       },
     })
     const init = parseRow(await w.waitLine((l) => parseRow(l)?.status === 'Init:0/2', 'Init:0/2'))!
@@ -60,8 +60,8 @@ describeE2e('kubectl: init containers', () => {
       spec: {
         restartPolicy: 'Never',
         terminationGracePeriodSeconds: 2,
-        initContainers: [nodeContainer('migrate', step, marker, {args: [order, 'migrate', '200', '3']}), nodeContainer('never', step, marker, {args: [order, 'never', '0', '0']})],
-        containers: [nodeContainer('main', step, marker, {args: [order, 'main', '0']})],
+        initContainers: [markedContainer('migrate', step, marker, {args: [order, 'migrate', '200', '3']}), markedContainer('never', step, marker, {args: [order, 'never', '0', '0']})],
+        containers: [markedContainer('main', step, marker, {args: [order, 'main', '0']})],
       },
     })
     const row = await f.waitRow('initfail', (r) => r.status === 'Init:Error', 'Init:Error').catch(async (error: Error) => {
@@ -87,8 +87,8 @@ describeE2e('kubectl: init containers', () => {
       spec: {
         restartPolicy: 'Never',
         terminationGracePeriodSeconds: 2,
-        initContainers: [nodeContainer('proxy', step, marker, {args: [order, 'proxy', '0'], restartPolicy: 'Always'})],
-        containers: [nodeContainer('main', step, marker, {args: [order, 'main', '2500', '0']})],
+        initContainers: [markedContainer('proxy', step, marker, {args: [order, 'proxy', '0'], restartPolicy: 'Always'})],
+        containers: [markedContainer('main', step, marker, {args: [order, 'main', '2500', '0']})],
       },
     })
     const running = await f.waitRow('sidecar', (r) => r.status === 'Running' && r.ready === '2/2', 'Running 2/2')

@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /**
@@ -49,7 +49,7 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         volumes: [{name: 'v', configMap: {name: cm}}],
-        containers: [nodeContainer('app', 'setInterval(()=>{},1000)', uniqueName('nomount'), {volumeMounts: [{name: 'v', mountPath: '/cfg'}]})],
+        containers: [markedContainer('app', 'setInterval(()=>{},1000)', uniqueName('nomount'), {volumeMounts: [{name: 'v', mountPath: '/cfg'}]})],
       },
     })
     // 0, 0.5, 1.5, 3.5 s: four attempts within seconds (the kubelet's volume manager backoff).
@@ -75,8 +75,8 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
       metadata: {name: 'neverpull'},
       spec: {
         containers: [
-          {...nodeContainer('absent', 'setInterval(()=>{},1000)', marker), image: 'registry.example/absent:1.0', imagePullPolicy: 'Never'},
-          {...nodeContainer('mapped', 'setInterval(()=>{},1000)', uniqueName('mapped')), imagePullPolicy: 'Never'},
+          {...markedContainer('absent', 'setInterval(()=>{},1000)', marker), image: 'registry.example/absent:1.0', imagePullPolicy: 'Never'},
+          {...markedContainer('mapped', 'setInterval(()=>{},1000)', uniqueName('mapped')), imagePullPolicy: 'Never'},
         ],
         terminationGracePeriodSeconds: 2,
       },
@@ -98,7 +98,7 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
       metadata: {name: 'hookfail'},
       spec: {
         terminationGracePeriodSeconds: 2,
-        containers: [nodeContainer('app', "process.on('SIGTERM',()=>{});setInterval(()=>{},1000)", uniqueName('hookfail'), {lifecycle: {postStart: {exec: {command: ['/bin/sh', '-c', 'sleep 1; exit 1']}}}})],
+        containers: [markedContainer('app', "process.on('SIGTERM',()=>{});setInterval(()=>{},1000)", uniqueName('hookfail'), {lifecycle: {postStart: {exec: {command: ['/bin/sh', '-c', 'sleep 1; exit 1']}}}})],
       },
     })
     const hookError = await waitFor(async () => {
@@ -136,7 +136,7 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         containers: [
-          nodeContainer('app', 'setInterval(()=>{},1000)', uniqueName('unready'), {
+          markedContainer('app', 'setInterval(()=>{},1000)', uniqueName('unready'), {
             readinessProbe: {exec: {command: ['/bin/sh', '-c', 'echo not ready; exit 1']}, periodSeconds: 1, failureThreshold: 1},
           }),
         ],

@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {writeFileSync} from 'node:fs'
 import {createServer} from 'node:net'
-import {KubectlFixture, nodeContainer, parseRow} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer, parseRow} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
 
 /** A loopback port nothing listens on (just released). */
@@ -40,7 +40,7 @@ describeE2e('kubectl: probes', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         containers: [
-          nodeContainer('app', lateServer, marker, {
+          markedContainer('app', lateServer, marker, {
             args: [String(port), unready],
             readinessProbe: {httpGet: {path: '/healthz', port}, periodSeconds: 1, failureThreshold: 1},
           }),
@@ -71,7 +71,7 @@ describeE2e('kubectl: probes', () => {
       metadata: {name: 'live'},
       spec: {
         terminationGracePeriodSeconds: 2,
-        containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker, {livenessProbe: {tcpSocket: {port}, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1}})],
+        containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker, {livenessProbe: {tcpSocket: {port}, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1}})],
       },
     })
     const row = await f.waitRow('live', (r) => r.restarts >= 1, 'a restart', 20_000)

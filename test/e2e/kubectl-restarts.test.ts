@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
 
 /** Counts its instances in the file argv[2]; prints "instance N"; the first instance exits 1, later ones keep running. */
@@ -18,7 +18,7 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
 
   test('restartPolicy Always, a crashing container: CrashLoopBackOff, RESTARTS counts, lastState has the exit code, BackOff event', async () => {
     const marker = uniqueName('crash')
-    await f.create({metadata: {name: 'crash'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', `console.log('crashing'); process.exit(3)`, marker)]}})
+    await f.create({metadata: {name: 'crash'}, spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', `console.log('crashing'); process.exit(3)`, marker)]}})
     // The first restart is immediate; the second exit starts the 10 s back-off.
     const backoff = await f.waitRow('crash', (r) => r.status === 'CrashLoopBackOff', 'CrashLoopBackOff')
     expect(backoff).toMatchObject({ready: '0/1', restarts: 1})
@@ -45,7 +45,7 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
     const marker = uniqueName('logs')
     await f.create({
       metadata: {name: 'twice'},
-      spec: {restartPolicy: 'OnFailure', terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', failOnce, marker, {args: [f.out('count')]})]},
+      spec: {restartPolicy: 'OnFailure', terminationGracePeriodSeconds: 2, containers: [markedContainer('app', failOnce, marker, {args: [f.out('count')]})]},
     })
     const row = await f.waitRow('twice', (r) => r.status === 'Running' && r.restarts === 1, 'Running after one restart')
     expect(row.ready).toBe('1/1')
@@ -61,8 +61,8 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
 
   test('OnFailure exit 0: Completed and Succeeded; Never exit 2: Error and Failed; nothing restarts', async () => {
     const marker = uniqueName('term')
-    await f.create({metadata: {name: 'done'}, spec: {restartPolicy: 'OnFailure', containers: [nodeContainer('app', `console.log('done')`, marker)]}})
-    await f.create({metadata: {name: 'failed'}, spec: {restartPolicy: 'Never', containers: [nodeContainer('app', `console.error('bad'); require('fs').writeFileSync(process.env.VNODE_VOLUME_ROOT + '/dev/termination-log', 'disk full'); process.exit(2)`, marker)]}})
+    await f.create({metadata: {name: 'done'}, spec: {restartPolicy: 'OnFailure', containers: [markedContainer('app', `console.log('done')`, marker)]}})
+    await f.create({metadata: {name: 'failed'}, spec: {restartPolicy: 'Never', containers: [markedContainer('app', `console.error('bad'); require('fs').writeFileSync(process.env.VNODE_VOLUME_ROOT + '/dev/termination-log', 'disk full'); process.exit(2)`, marker)]}})
     const done = await f.waitRow('done', (r) => r.status === 'Completed', 'Completed')
     expect(done).toMatchObject({ready: '0/1', restarts: 0})
     expect(await f.jsonpath('done', '{.status.phase}|{.status.containerStatuses[0].state.terminated.reason}|{.status.containerStatuses[0].state.terminated.exitCode}')).toBe('Succeeded|Completed|0')
@@ -88,7 +88,7 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
     const marker = uniqueName('follow')
     await f.create({
       metadata: {name: 'ticker'},
-      spec: {restartPolicy: 'Never', containers: [nodeContainer('app', `let i = 0; const t = setInterval(() => { console.log('tick ' + ++i); if (i === 5) { clearInterval(t) } }, 400)`, marker)]},
+      spec: {restartPolicy: 'Never', containers: [markedContainer('app', `let i = 0; const t = setInterval(() => { console.log('tick ' + ++i); if (i === 5) { clearInterval(t) } }, 400)`, marker)]},
     })
     await f.waitRow('ticker', (r) => r.status === 'Running', 'Running')
     const started = Date.now()

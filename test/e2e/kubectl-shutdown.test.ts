@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, processesMatching, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /** Stopping `kubectl vnode up` cleanly terminates every pod and leaves no process behind. */
@@ -17,16 +17,16 @@ describeE2e('kubectl: a clean up exit', () => {
   test('SIGTERM to up: every pod terminated (Failed, Terminated, DisruptionTarget), no process left, the node NotReady and cordoned', async () => {
     const marker = uniqueName('down')
     // A plain process, one that cleans up for 500 ms on SIGTERM, one with a child in its process group.
-    await f.create({metadata: {name: 'plain'}, spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker)]}})
+    await f.create({metadata: {name: 'plain'}, spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker)]}})
     await f.create({
       metadata: {name: 'cleanup'},
-      spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', `process.on('SIGTERM', () => setTimeout(() => process.exit(1), 500)); setInterval(() => {}, 1000)`, marker)]},
+      spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', `process.on('SIGTERM', () => setTimeout(() => process.exit(1), 500)); setInterval(() => {}, 1000)`, marker)]},
     })
     await f.create({
       metadata: {name: 'parent'},
       spec: {
         terminationGracePeriodSeconds: 30,
-        containers: [nodeContainer('app', `require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)],
+        containers: [markedContainer('app', `require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)],
       },
     })
     for (const name of ['plain', 'cleanup', 'parent']) await f.waitRow(name, (r) => r.status === 'Running' && r.ready === '1/1', 'Running')

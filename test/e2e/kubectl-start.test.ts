@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, processesMatching, stopAllVnodes, uniqueName} from './helpers.js'
 
 /** A clean start as kubectl shows it, and what it costs in status writes. */
@@ -18,7 +18,7 @@ describeE2e('kubectl: create to Running', () => {
     const marker = uniqueName('start')
     await f.create({
       metadata: {name: 'web'},
-      spec: {terminationGracePeriodSeconds: 5, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker)]},
+      spec: {terminationGracePeriodSeconds: 5, containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker)]},
     })
     const row = await f.waitRow('web', (r) => r.status === 'Running', 'Running')
     expect(row).toMatchObject({ready: '1/1', status: 'Running', restarts: 0})

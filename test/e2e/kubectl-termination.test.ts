@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, NODE, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, NODE, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, processesMatching, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /** On SIGTERM: writes the time to argv[2] (when given), exits 0 after argv[3] ms. */
@@ -21,7 +21,7 @@ describeE2e('kubectl: termination', () => {
 
   test('graceful delete of a process that traps SIGTERM and exits after 1 s: gone about 1 s later, not after the 30 s grace', async () => {
     const marker = uniqueName('graceful')
-    await f.create({metadata: {name: 'graceful'}, spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', trapper, marker, {args: ['', '1000']})]}})
+    await f.create({metadata: {name: 'graceful'}, spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', trapper, marker, {args: ['', '1000']})]}})
     await running('graceful')
     const w = f.watch('graceful', ['-o', `jsonpath=${statusPath}`])
     await w.waitLine((l) => l.includes('|Running|'), 'the watch')
@@ -45,7 +45,7 @@ describeE2e('kubectl: termination', () => {
       spec: {
         terminationGracePeriodSeconds: 10,
         containers: [
-          nodeContainer('app', trapper, marker, {
+          markedContainer('app', trapper, marker, {
             args: [f.out('sigterm-at'), '0'],
             env: [
               {name: 'HOOK_OUT', value: f.out('prestop')},
@@ -68,7 +68,7 @@ describeE2e('kubectl: termination', () => {
 
   test('a process that ignores SIGTERM is SIGKILLed at the grace deadline: exit 137 visible before the pod is removed', async () => {
     const marker = uniqueName('stubborn')
-    await f.create({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', `process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`, marker)]}})
+    await f.create({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', `process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`, marker)]}})
     await running('stubborn')
     const w = f.watch('stubborn', ['-o', `jsonpath=${statusPath}`])
     await w.waitLine((l) => l.includes('|Running|'), 'the watch')
@@ -85,7 +85,7 @@ describeE2e('kubectl: termination', () => {
 
   test('activeDeadlineSeconds: Failed with reason DeadlineExceeded, the process stopped', async () => {
     const marker = uniqueName('deadline')
-    await f.create({metadata: {name: 'deadline'}, spec: {activeDeadlineSeconds: 2, terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', marker)]}})
+    await f.create({metadata: {name: 'deadline'}, spec: {activeDeadlineSeconds: 2, terminationGracePeriodSeconds: 2, containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker)]}})
     await running('deadline')
     await waitFor(async () => (await f.jsonpath('deadline', '{.status.phase}')) === 'Failed', 'phase Failed', 15_000)
     expect(await f.jsonpath('deadline', '{.status.phase}|{.status.reason}|{.status.message}')).toBe('Failed|DeadlineExceeded|Pod was active on the node longer than the specified deadline')
@@ -102,7 +102,7 @@ describeE2e('kubectl: termination', () => {
     const marker = uniqueName('force')
     await f.create({
       metadata: {name: 'forced'},
-      spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', `process.on('SIGTERM', () => {}); require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)]},
+      spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', `process.on('SIGTERM', () => {}); require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)]},
     })
     await running('forced')
     await waitFor(async () => (await processesMatching(marker)).length === 2, 'the container and its child', 10_000)
@@ -115,7 +115,7 @@ describeE2e('kubectl: termination', () => {
   test('a pod that never started (its ConfigMap is missing) is deleted at once, not after its 30 s grace', async () => {
     await f.create({
       metadata: {name: 'never'},
-      spec: {terminationGracePeriodSeconds: 30, containers: [nodeContainer('app', 'setInterval(() => {}, 1000)', uniqueName('never'), {envFrom: [{configMapRef: {name: 'absent'}}]})]},
+      spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', 'setInterval(() => {}, 1000)', uniqueName('never'), {envFrom: [{configMapRef: {name: 'absent'}}]})]},
     })
     await f.waitRow('never', (r) => r.status === 'CreateContainerConfigError', 'CreateContainerConfigError')
     const started = Date.now()

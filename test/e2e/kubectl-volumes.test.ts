@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync} from 'node:fs'
-import {KubectlFixture, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
 
 /**
@@ -64,7 +64,7 @@ describeE2e('kubectl: volumes as the process sees them', () => {
           },
         ],
         containers: [
-          nodeContainer('app', volumeReport, marker, {
+          markedContainer('app', volumeReport, marker, {
             args: [f.out('volumes.json'), '$(VNODE_VOLUME_ROOT)'],
             resources: {limits: {cpu: '500m'}},
             volumeMounts: [

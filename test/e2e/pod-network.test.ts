@@ -1,9 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
-import {existsSync, mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {existsSync, readFileSync} from 'node:fs'
 import {Resolver} from 'node:dns/promises'
-import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {freePort} from '../../src/common/ports.js'
 import {ServiceRouteInterface} from '../../src/common/service-route.js'
@@ -12,10 +11,9 @@ import {bridgeName} from '../../src/emulator/runtime/network/config.js'
 import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
 import {E2eEnv} from './env.mjs'
-import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {type Clients, clients, clusterWithServices, describeE2e, kubectl, NODE, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {assertLocalRoute, httpGet, isRoot, links, natRules} from './network-helpers.js'
 
-const NODE = process.execPath
 const ClusterDnsIp = '10.0.0.10'
 /** One port every replica listens on inside its own namespace. */
 const AppPort = 8080
@@ -61,12 +59,12 @@ async function ipForward(): Promise<string> {
  * proxy; and, on the host network, a Warning when a declared port is taken.
  */
 describeE2e('pod network: a namespace and an address per pod', () => {
+  // A cluster of this file's own, with kube-proxy and CoreDNS, and node CIDRs allocated.
+  const f = clusterWithServices('net', ['--sandbox', 'namespaces', '--pod-network', 'on'])
+  const nodeName = f.node
+  const ns = f.ns
   let c: Clients
-  let dir: string
-  let savedKubeconfig: string | undefined
   let node: VnodeProcess
-  const nodeName = uniqueName('net-node')
-  const ns = uniqueName('net')
   const bridge = bridgeName(nodeName)
   const forwardBefore = existsSync('/proc/sys/net/ipv4/ip_forward') ? readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim() : ''
   const root = isRoot()
@@ -76,26 +74,10 @@ describeE2e('pod network: a namespace and an address per pod', () => {
 
   const execIn = (pod: string, argv: string[]) => kubectl(['exec', '-n', ns, pod, '--', ...argv])
 
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'vnode-podnet-'))
-    // A cluster of this file's own, with kube-proxy and CoreDNS, and node CIDRs allocated.
-    const up = await vnode(['cluster', 'up', '--dir', join(dir, 'cluster'), '--port', '0'], {timeout: 150_000})
-    expect(up.exitCode).toBe(0)
-    if (root) expect(up.stderr).toContain('starting kube-proxy')
-    savedKubeconfig = process.env[E2eEnv.kubeconfig]
-    process.env[E2eEnv.kubeconfig] = join(dir, 'cluster', 'kubeconfig')
-    c = await clients()
-    node = startVnode(nodeName, ['--sandbox', 'namespaces', '--pod-network', 'on'])
-    await node.ready()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
-  }, 200_000)
-
-  afterAll(async () => {
-    await stopAllVnodes()
-    await vnode(['cluster', 'down', '--dir', join(dir, 'cluster')], {timeout: 60_000})
-    process.env[E2eEnv.kubeconfig] = savedKubeconfig
-    rmSync(dir, {recursive: true, force: true})
+  beforeAll(() => {
+    if (root) expect(f.upStderr).toContain('starting kube-proxy')
+    c = f.c
+    node = f.vnode
   })
 
   test('two replicas on one port both become Ready, each with its own address in the node pod CIDR', async () => {

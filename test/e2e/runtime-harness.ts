@@ -8,8 +8,7 @@ import {ServiceLister} from '../../src/emulator/kube/service-lister.js'
 import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
 import {type Clients, clients, kubeconfigPath, runDir, uniqueName, waitFor} from './helpers.js'
 
-/** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
-export const NODE = process.execPath
+export {NODE, nodeContainer} from './helpers.js'
 
 /**
  * A ProcessProvider wired to the real API server (ConfigMaps, Secrets,
@@ -102,9 +101,4 @@ export class RuntimeHarness {
   async waitEvent(name: string, pred: (e: CoreV1Event) => boolean, what: string, timeoutMs = 15_000): Promise<CoreV1Event> {
     return waitFor(async () => (await this.events(name)).find(pred), what, timeoutMs, 200)
   }
-}
-
-/** A container running `node -e script`. */
-export function nodeContainer(name: string, script: string, extra: Record<string, unknown> = {}) {
-  return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
 }

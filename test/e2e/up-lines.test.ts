@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {KubectlFixture, NODE, nodeContainer} from './kubectl-fixture.js'
+import {KubectlFixture, NODE, markedContainer} from './kubectl-fixture.js'
 import {describeE2e, stopAllVnodes, uniqueName, type VnodeLine, waitFor} from './helpers.js'
 
 interface PodLine extends VnodeLine {
@@ -34,13 +34,13 @@ describeE2e('up without the dashboard: a line per pod change', () => {
         terminationGracePeriodSeconds: 1,
         containers: [
           {
-            ...nodeContainer('app', 'setInterval(() => {}, 1000)', marker),
+            ...markedContainer('app', 'setInterval(() => {}, 1000)', marker),
             readinessProbe: {exec: {command: [NODE, '-e', `process.exit(require('fs').existsSync(${JSON.stringify(flag)}) ? 0 : 1)`]}, periodSeconds: 1, failureThreshold: 1},
           },
         ],
       },
     })
-    await f.create({metadata: {name: 'crash'}, spec: {terminationGracePeriodSeconds: 1, containers: [nodeContainer('app', 'setTimeout(() => process.exit(3), 1500)', marker)]}})
+    await f.create({metadata: {name: 'crash'}, spec: {terminationGracePeriodSeconds: 1, containers: [markedContainer('app', 'setTimeout(() => process.exit(3), 1500)', marker)]}})
 
     const notReady = await waitPodLine('flip', (l) => l.ready === '0/1' && l.status === 'Running', 'running, not ready')
     expect(notReady).toMatchObject({namespace: f.ns, name: 'flip', restarts: '0', message: `${f.ns}/flip 0/1 Running 0`})
