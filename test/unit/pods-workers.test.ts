@@ -323,7 +323,7 @@ describe('pod worker mechanics', () => {
   })
 
   test('effective grace: deletion grace, else spec; only shrinks; at least 1 s', () => {
-    const host = {provider: new TestProvider(), status: {setStarting() {}, setSandboxReady() {}, setReported() {}, reportedTerminal: () => false, terminate: async () => {}}, event() {}, forget() {}}
+    const host = {provider: new TestProvider(), status: {setStarting() {}, setSandboxReady() {}, setReported() {}, reported: () => undefined, terminate: async () => {}}, event() {}, forget() {}}
     const p = pod('a', {grace: 45})
     const w = new PodWorker(host, {type: 'create', pod: deleting(p, 45)})
     w.stop()

@@ -298,11 +298,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     const uid = pod.metadata?.uid
     if (!uid || !pod.status || !this.status.has(uid)) return
     this.status.setReported(uid, pod.status)
-    // Everything finished for good: let the worker move on to terminating.
-    if (this.status.reportedTerminal(uid) && this.workers.state(uid) === 'sync') {
-      const latest = this.configPod(uid)
-      if (latest) this.workers.update({type: 'sync', pod: latest})
-    }
+    this.workers.reported(uid)
   }
 
   private enqueue(ops: PodOp[]): void {

@@ -4,7 +4,7 @@ import type {EventType} from '../kube/events.js'
 import type {PodLifecycleHandler} from '../provider/handler.js'
 import {isInvalidInput, isNotFound} from '../provider/errdefs.js'
 import {DefaultTerminationGracePeriodSeconds} from '../provider/pod-defaults.js'
-import {isTerminalPhase, type StatusOverride} from './status.js'
+import {isTerminalPhase, reportIsTerminal, type StatusOverride} from './status.js'
 
 /** How often a running pod is checked against the provider (the kubelet's syncFrequency, jittered by half). */
 export const DefaultResyncIntervalMs = 60_000
@@ -34,8 +34,8 @@ export interface WorkerStatusPort {
   setStarting(uid: string, starting: boolean): void
   setSandboxReady(uid: string, ready: boolean): void
   setReported(uid: string, status: V1PodStatus): void
-  /** The provider's last report means the pod is done (every container finished for good, or a pod-level terminal phase). */
-  reportedTerminal(uid: string): boolean
+  /** The provider's last report of the pod's status (notifyPods). */
+  reported(uid: string): V1PodStatus | undefined
   /** The worker is terminated: write the terminal status, then the final DELETE if the pod is being deleted. */
   terminate(uid: string, override?: StatusOverride): Promise<void>
 }
@@ -49,6 +49,8 @@ export interface WorkerHost {
   resyncIntervalMs?: number
   retryInitialMs?: number
   retryMaxMs?: number
+  /** The clock the worker's timestamps come from (epoch ms). */
+  now?: () => number
 }
 
 export function podRef(pod: V1Pod): V1ObjectReference {
@@ -80,13 +82,30 @@ function errorText(error: unknown): string {
 }
 
 /**
- * One pod UID's worker: sync (create, update, check) -> terminating (the
- * provider stops the processes within the grace) -> terminated (terminal
- * status, final delete). Updates land in a single pending slot so only the
- * latest is seen; a shorter grace reaches a running termination at once.
+ * One pod UID's worker. Its state is derived from when things happened, as
+ * the kubelet's podSyncStatus:
+ *
+ *        created
+ *           │ sync: provider.createPod (or adopt)      ──► startedAt
+ *           ▼
+ *   ┌─► sync ── update / resync ─┐
+ *   └────────────────────────────┘
+ *           │ deleted, killed, removed from the API, rejected, vanished,
+ *           │ or the provider reports it finished (isTerminal)
+ *           ▼                                          ──► terminatingAt
+ *      terminating: provider.deletePod within the grace (a shorter grace
+ *           │       reaches it at once)
+ *           ▼                                          ──► terminatedAt
+ *      terminated: terminal status written, then the final DELETE
+ *           │ removed from the API
+ *           ▼
+ *      forgotten: provider.cleanupPod, the worker is dropped
+ *
+ * A pod that is already terminal when it arrives goes straight to
+ * terminating and is never started. Updates land in a single pending slot
+ * so only the latest is seen.
  */
 export class PodWorker {
-  state: PodWorkState = 'sync'
   pod: V1Pod
   readonly uid: string
   readonly fullName: string
@@ -96,7 +115,13 @@ export class PodWorker {
   private pending: PodUpdate | undefined
   private loop: Promise<void> | undefined
   private gracePeriod = 0
-  private started = false
+  /** When the provider accepted the pod (created or adopted it). */
+  private startedAt: number | undefined
+  /** When the worker decided the pod must stop. */
+  private terminatingAt: number | undefined
+  /** When no process of the pod could run any more. */
+  private terminatedAt: number | undefined
+  private readonly now: () => number
   private vanished = false
   private killGrace: number | undefined
   private override: StatusOverride | undefined
@@ -117,7 +142,18 @@ export class PodWorker {
     this.fullName = fullName(first.pod)
     this.terminated = new Promise((resolve) => (this.resolveTerminated = resolve))
     this.backoff = new Backoff(host.retryInitialMs ?? DefaultWorkerRetryInitialMs, host.retryMaxMs ?? DefaultWorkerRetryMaxMs)
+    this.now = host.now ?? Date.now
     this.update(first)
+  }
+
+  get state(): PodWorkState {
+    if (this.terminatedAt !== undefined) return 'terminated'
+    if (this.terminatingAt !== undefined) return 'terminating'
+    return 'sync'
+  }
+
+  private get started(): boolean {
+    return this.startedAt !== undefined
   }
 
   /** Waiting for the provider to start the pod for the first time (status writes wait for it). */
@@ -132,6 +168,16 @@ export class PodWorker {
 
   get isStarted(): boolean {
     return this.started
+  }
+
+  /** SyncPod's isTerminal: the provider's last report says every container finished for good. */
+  private get isTerminal(): boolean {
+    return reportIsTerminal(this.pending?.pod ?? this.pod, this.host.status.reported(this.uid))
+  }
+
+  /** The provider reported a new status: once it is terminal, the worker moves on to terminating. */
+  reported(): void {
+    if (this.state === 'sync' && !this.stopped && this.isTerminal) this.update({type: 'sync', pod: this.pending?.pod ?? this.pod})
   }
 
   /** Queue an update; never blocks. */
@@ -205,9 +251,9 @@ export class PodWorker {
     if (this.state === 'sync') {
       if (!this.shouldTerminate(u)) {
         await this.sync(u)
-        if (!this.vanished && !this.override && !this.host.status.reportedTerminal(this.uid)) return
+        if (!this.vanished && !this.override && !this.isTerminal) return
       }
-      this.state = 'terminating'
+      this.terminatingAt ??= this.now()
       clearTimeout(this.resyncTimer)
     }
     if (this.state === 'terminating') return this.terminate(u)
@@ -225,7 +271,7 @@ export class PodWorker {
       const existing = await provider.getPod(ns, name)
       if (existing && existing.metadata?.uid === this.uid) {
         // The provider already runs it (it survived a restart): adopt, and hand it the pod as the API has it now.
-        this.started = true
+        this.startedAt ??= this.now()
         this.host.status.setSandboxReady(this.uid, true)
         try {
           await provider.updatePod(structuredClone(u.pod))
@@ -255,7 +301,7 @@ export class PodWorker {
         this.host.event(u.pod, 'Warning', 'ProviderUpdateFailed', errorText(error))
         throw error
       }
-    } else if (u.type === 'sync' && !this.host.status.reportedTerminal(this.uid)) {
+    } else if (u.type === 'sync' && !this.isTerminal) {
       if (!(await provider.getPod(ns, name))) {
         this.vanished = true
         return
@@ -268,7 +314,7 @@ export class PodWorker {
     this.host.status.setStarting(this.uid, true)
     try {
       await this.host.provider.createPod(structuredClone(pod))
-      this.started = true
+      this.startedAt ??= this.now()
       this.host.status.setSandboxReady(this.uid, true)
     } catch (error) {
       if (isInvalidInput(error)) {
@@ -339,7 +385,7 @@ export class PodWorker {
         /* the last notification stands */
       }
     }
-    this.state = 'terminated'
+    this.terminatedAt ??= this.now()
     this.host.status.setSandboxReady(this.uid, false)
     this.resolveTerminated()
     await this.host.status.terminate(this.uid, this.override)

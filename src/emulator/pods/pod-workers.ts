@@ -50,6 +50,11 @@ export class PodWorkers {
     }
   }
 
+  /** The provider reported a new status of this pod (its worker decides what it means). */
+  reported(uid: string): void {
+    this.workers.get(uid)?.reported()
+  }
+
   state(uid: string): PodWorkState | undefined {
     return this.workers.get(uid)?.state
   }

@@ -1,11 +1,11 @@
-import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
+import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerState, type V1ContainerStatus, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
 import {isStaticPod} from './config.js'
 import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
-import {buildPodStatus, getPhase, isTerminalPhase, type StatusOverride} from './status.js'
+import {buildPodStatus, isTerminalPhase, type StatusOverride} from './status.js'
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
 export const DefaultStatusCoalesceMs = 100
@@ -15,6 +15,13 @@ export const DefaultStatusCoalesceMs = 100
  */
 export const DefaultTransitionHoldMs = 2_000
 export const DefaultStatusRetryInitialMs = 500
+/**
+ * How often the statuses the API holds are compared with what was written
+ * (the kubelet's status sync period is 10 s). A difference seen on two
+ * checks in a row, with no write between, is someone else's: the status is
+ * written again, so it is back within about 10 s.
+ */
+export const DefaultStatusReconcileMs = 5_000
 export const DefaultStatusRetryMaxMs = 10_000
 
 const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
@@ -40,6 +47,8 @@ export interface StatusManagerOptions {
   transitionHoldMs?: number
   retryInitialMs?: number
   retryMaxMs?: number
+  /** The periodic comparison with the API (0: none). */
+  reconcileMs?: number
   /** The pod as last written (or changed in the API): spec plus the status we hold for it. */
   onChange?: (pod: V1Pod) => void
   onError?: (message: string) => void
@@ -76,6 +85,10 @@ interface Entry {
   deleted: boolean
   gone: boolean
   backoff: Backoff
+  /** The API's status differed from the written one at the last check. */
+  inconsistent?: boolean
+  /** The next write is a reconciliation: made whatever the written status says, against the API's. */
+  reconciling?: boolean
 }
 
 /**
@@ -92,6 +105,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private readonly transitionHoldMs: number
   private readonly now: () => Date
   private stopped = false
+  private readonly reconcileTimer: NodeJS.Timeout | undefined
   /** Status PATCHes sent, per UID still tracked and in total. */
   writes = 0
   readonly writesByUid = new Map<string, number>()
@@ -103,6 +117,32 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     this.coalesceMs = opts.coalesceMs ?? DefaultStatusCoalesceMs
     this.transitionHoldMs = opts.transitionHoldMs ?? DefaultTransitionHoldMs
     this.now = opts.now ?? (() => new Date())
+    const reconcileMs = opts.reconcileMs ?? DefaultStatusReconcileMs
+    if (reconcileMs > 0) {
+      this.reconcileTimer = setInterval(() => this.reconcile(), reconcileMs)
+      this.reconcileTimer.unref()
+    }
+  }
+
+  /**
+   * The kubelet's syncBatch(all): a pod whose status in the API is not the
+   * one written (needsReconcile) on two checks in a row is written again.
+   * One check is not enough: the watch may not have brought our own last
+   * write yet.
+   */
+  private reconcile(): void {
+    for (const e of this.entries.values()) {
+      // A terminal status is final: nothing is written after it, whoever changed it.
+      const live = e.written && !isTerminalPhase(e.written.phase) && !e.timer && !e.writing && !e.gone && !this.stopped
+      const target = live ? this.targetOf(e) : undefined
+      const differs = !!target && target.uid === e.writtenTo && needsReconcile(target.status, e.written!)
+      if (differs && e.inconsistent) {
+        e.reconciling = true
+        e.firstDirtyAt ??= Date.now()
+        this.schedule(e, 0)
+      }
+      e.inconsistent = differs
+    }
   }
 
   get size(): number {
@@ -188,16 +228,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     this.schedule(e, 0)
   }
 
-  reportedTerminal(uid: string): boolean {
-    const e = this.entries.get(uid)
-    const r = e?.reported
-    if (!e || !r) return false
-    if (isTerminalPhase(r.phase)) return true
-    const spec = e.pod.spec
-    if (!spec) return false
-    const statuses = r.containerStatuses ?? []
-    if (statuses.length < spec.containers.length) return false
-    return isTerminalPhase(getPhase(e.pod, r.initContainerStatuses ?? [], statuses, false))
+  reported(uid: string): V1PodStatus | undefined {
+    return this.entries.get(uid)?.reported
   }
 
   /** The worker is terminated: write the terminal status now, then the final DELETE if the pod is being deleted. */
@@ -293,19 +325,22 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     if (!target) return
     // A new mirror gets the whole status, whatever the last one had.
     const moved = e.writtenTo !== target.uid
+    const reconciling = e.reconciling === true
+    e.reconciling = false
+    e.inconsistent = false
     // A pod that was finished before we saw it, or that we already finished, keeps its status.
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
     let status = done ? undefined : this.buildFor(e)
-    if (status && (moved || !isDeepStrictEqual(status, e.written))) {
+    if (status && needsUpdate(e, status, moved || reconciling)) {
       if (this.opts.throttle) {
         await this.opts.throttle()
         if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
         // Built again after the wait: whatever changed meanwhile goes in this one write.
         status = this.buildFor(e)
       }
-      if (moved || !isDeepStrictEqual(status, e.written)) {
+      if (needsUpdate(e, status, moved || reconciling)) {
         try {
-          const before = moved ? target.status : e.written ?? e.pod.status
+          const before = moved || reconciling ? target.status : e.written ?? e.pod.status
           const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
           this.writes++
           this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
@@ -320,9 +355,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
         }
       }
     }
-    const phase = e.written?.phase ?? e.pod.status?.phase
-    // canBeDeleted: being deleted, terminal in the API, and no process left.
-    if (e.terminal && e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted) {
+    if (canBeDeleted(e)) {
       await this.opts.throttle?.()
       if (this.stopped) return
       try {
@@ -356,6 +389,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   stop(): void {
     this.stopped = true
+    clearInterval(this.reconcileTimer)
     for (const e of this.entries.values()) clearTimeout(e.timer)
     this.entries.clear()
     this.writesByUid.clear()
@@ -382,4 +416,43 @@ export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus 
   const ips = (x: V1PodStatus | undefined) => JSON.stringify((x?.podIPs ?? []).map((p) => p.ip))
   if (Array.isArray(s.podIPs) && before?.podIPs?.length && ips(before) !== ips(status)) s.podIPs = [{$patch: 'replace'}, ...(s.podIPs as unknown[])]
   return {metadata: {uid}, status: s}
+}
+
+/** needsUpdate: the status goes to a new object, or is written again (reconcile), or differs from the one written. */
+function needsUpdate(e: Entry, status: V1PodStatus, always: boolean): boolean {
+  return always || !isDeepStrictEqual(status, e.written)
+}
+
+/** canBeDeleted: the worker is done with the pod (no process left), it is being deleted, and its terminal status is in the API. */
+function canBeDeleted(e: Entry): boolean {
+  const phase = e.written?.phase ?? e.pod.status?.phase
+  return e.terminal && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
+}
+
+/** A container status as the kubelet owns it: what it reports, not when. */
+function containerView(c: V1ContainerStatus) {
+  const kind = (s: V1ContainerState | undefined) => (s?.running ? 'running' : s?.terminated ? `terminated:${s.terminated.reason ?? ''}:${s.terminated.exitCode}` : s?.waiting ? `waiting:${s.waiting.reason ?? ''}` : '')
+  return [c.name, c.ready, c.started ?? false, c.restartCount, c.containerID ?? '', kind(c.state), kind(c.lastState)]
+}
+
+/**
+ * needsReconcile: the API's status differs from the one written in what the
+ * kubelet owns: the phase, reason, message, addresses, the conditions it
+ * wrote (status, reason, message) and the container statuses (state,
+ * readiness, restarts). Times are not compared: the API keeps seconds.
+ */
+export function needsReconcile(api: V1PodStatus | undefined, written: V1PodStatus): boolean {
+  if (!api) return true
+  const top = (s: V1PodStatus) => [s.phase, s.reason ?? '', s.message ?? '', s.podIP ?? '', s.hostIP ?? '']
+  if (!isDeepStrictEqual(top(api), top(written))) return true
+  for (const c of written.conditions ?? []) {
+    const a = api.conditions?.find((x) => x.type === c.type)
+    if (!a || a.status !== c.status || (a.reason ?? '') !== (c.reason ?? '') || (a.message ?? '') !== (c.message ?? '')) return true
+  }
+  for (const list of ['initContainerStatuses', 'containerStatuses', 'ephemeralContainerStatuses'] as const) {
+    const ours = (written[list] ?? []).map(containerView)
+    const theirs = (api[list] ?? []).map(containerView)
+    if (!isDeepStrictEqual(ours, theirs)) return true
+  }
+  return false
 }

@@ -1,5 +1,6 @@
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
 import {SandboxWaitingReason} from '../provider/handler.js'
+import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../provider/pod-defaults.js'
 
 /**
  * Pure pod status generation, the kubelet's way (kubelet_pods.go
@@ -10,9 +11,7 @@ import {SandboxWaitingReason} from '../provider/handler.js'
 
 export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown'
 
-export const ContainerStatusUnknownReason = 'ContainerStatusUnknown'
 export const ContainerStatusUnknownMessage = 'The container could not be located when the pod was terminated'
-export const ContainerStatusUnknownExitCode = 137
 
 /** Condition types the kubelet owns, in the order it appends them. */
 export const KubeletConditionTypes = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'] as const
@@ -183,6 +182,21 @@ const hasLastState = (s: V1ContainerStatus) => !!(s.lastState?.terminated || s.l
 
 function hasAnyRegularContainerStarted(statuses: V1ContainerStatus[]): boolean {
   return statuses.some((s) => !!s.state?.running || !!s.state?.terminated || !!s.lastState?.terminated)
+}
+
+/**
+ * SyncPod's isTerminal, from the provider's last report: a pod-level
+ * terminal phase, or every container reported and the phase they give is
+ * terminal (nothing will restart).
+ */
+export function reportIsTerminal(pod: V1Pod, reported: V1PodStatus | undefined): boolean {
+  if (!reported) return false
+  if (isTerminalPhase(reported.phase)) return true
+  const spec = pod.spec
+  if (!spec) return false
+  const statuses = reported.containerStatuses ?? []
+  if (statuses.length < spec.containers.length) return false
+  return isTerminalPhase(getPhase(pod, reported.initContainerStatuses ?? [], statuses, false))
 }
 
 /** getPhase (kubelet_pods.go). */
