@@ -118,12 +118,11 @@ spec:
 
   test('a mirror deleted with kubectl comes back; the static pod keeps running', async () => {
     const before = await running(web, 'default')
-    const r = await kubectl(['delete', 'pod', web, '-n', 'default', '--wait=true', '--timeout=50s'])
-    if (r.exitCode !== 0) {
-      // kubectl's stderr, the node's errors and what the API holds (was the delete seen?), in the message itself.
-      const left = await read(web, 'default').then((p) => ({metadata: p.metadata, phase: p.status?.phase}), (e: Error) => e.message)
-      throw new Error(`kubectl delete exited ${r.exitCode}: ${r.stderr}\nnode errors: ${JSON.stringify(errors)}\nin the API: ${JSON.stringify(left)}`)
-    }
+    // --wait=false: the node deletes the mirror and makes the next one within milliseconds (the kubelet's
+    // syncPod does both in one pass), and kubectl's wait can miss a delete followed that fast by a
+    // recreate of the same name (its informer's list may come after both). The test waits for the new UID.
+    const r = await kubectl(['delete', 'pod', web, '-n', 'default', '--wait=false'])
+    expect({exitCode: r.exitCode, stderr: r.stderr, errors}).toEqual({exitCode: 0, stderr: '', errors: []})
     const after = await running(web, 'default', (p) => p.metadata!.uid !== before.metadata!.uid)
     expect(after.metadata!.annotations![Mirror]).toBe(before.metadata!.annotations![Mirror])
     const hash = before.metadata!.annotations![Hash]
