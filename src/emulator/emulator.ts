@@ -370,6 +370,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: this.provider,
       recorder: this.recorder,
       node: this.admissionNode(),
+      watchedNode: () => this.nodeController.watched(),
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
       manifestsDir: this.opts.manifestsDir,

@@ -1,4 +1,4 @@
-import type {CoreV1Api, KubeConfig, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
+import type {CoreV1Api, KubeConfig, V1Node, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
 import {EventReason} from '../kube/event-reasons.js'
 import {EventEmitter} from 'node:events'
 import {resolve} from 'node:path'
@@ -46,8 +46,10 @@ export interface PodControllerOptions {
   /** Static pod manifests: a second source, "file". */
   manifestsDir?: string
   fileCheckIntervalMs?: number
-  /** The Node that owns mirror pods (default: read from the API; undefined while missing or being deleted). */
+  /** The Node that owns mirror pods (default: the watched copy, else read from the API; undefined while missing or being deleted). */
   nodeOwner?: () => Promise<MirrorOwner | undefined>
+  /** The node's own Node as its watch last saw it (undefined: not seen yet, or deleted). */
+  watchedNode?: () => V1Node | undefined
   mirrorRetryInitialMs?: number
 }
 
@@ -264,11 +266,13 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     this.emit('error', message)
   }
 
+  /** The Node that owns mirror pods: the watch's copy when it has one (no GET per mirror), else the API's. */
   private async readOwner(): Promise<MirrorOwner | undefined> {
+    const ownerOf = (node: V1Node) => (node.metadata?.deletionTimestamp || !node.metadata?.uid ? undefined : {name: this.opts.nodeName, uid: node.metadata.uid})
+    const watched = this.opts.watchedNode?.()
+    if (watched) return ownerOf(watched)
     try {
-      const node = await this.opts.core.readNode({name: this.opts.nodeName})
-      if (node.metadata?.deletionTimestamp || !node.metadata?.uid) return undefined
-      return {name: this.opts.nodeName, uid: node.metadata.uid}
+      return ownerOf(await this.opts.core.readNode({name: this.opts.nodeName}))
     } catch {
       return undefined
     }
