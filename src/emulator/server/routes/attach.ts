@@ -1,5 +1,6 @@
-import {internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from '../streaming/remotecommand.js'
-import {negotiateUpgrade, podFullName, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {internalErrorStatus, parseRemoteCommandOptions} from '../streaming/remotecommand.js'
+import {podFullName, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {serveSessionRequest} from '../streaming/session-request.js'
 import {StreamingMethods, type StreamingRoute} from './route.js'
 
 /**
@@ -17,11 +18,10 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   const notFound = `container ${container} not found in pod ${podFullName(target.pod)}`
   const spec = [...(target.pod.spec?.containers ?? []), ...(target.pod.spec?.initContainers ?? []), ...(target.pod.spec?.ephemeralContainers ?? [])].find((c) => c.name === container)
   if (!spec || !uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, notFound)
-  const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
-  if (!upgrade) return
-  await serveRemoteCommand(
-    upgrade,
-    {opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs},
+  await serveSessionRequest(
+    conn,
+    deps,
+    opts,
     (session) =>
       runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal}),
     (error) => internalErrorStatus(`error attaching to container: ${(error as Error).message}`),

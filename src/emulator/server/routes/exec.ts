@@ -1,6 +1,7 @@
 import {ExitCodeError} from '../../provider/streaming.js'
-import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions, RemoteCommandProtocols, serveRemoteCommand} from '../streaming/remotecommand.js'
-import {negotiateUpgrade, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {exitCodeStatus, internalErrorStatus, parseRemoteCommandOptions} from '../streaming/remotecommand.js'
+import {resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
+import {serveSessionRequest} from '../streaming/session-request.js'
 import {StreamingMethods, type StreamingRoute} from './route.js'
 
 /**
@@ -17,11 +18,10 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
   if (!resolved) return
   const {container, runtime, ref, uidMatches} = resolved
   if (!uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, `container not found (${JSON.stringify(container)})`)
-  const upgrade = negotiateUpgrade(conn, deps, RemoteCommandProtocols)
-  if (!upgrade) return
-  await serveRemoteCommand(
-    upgrade,
-    {opts, creationTimeoutMs: deps.creationTimeoutMs, idleTimeoutMs: deps.idleTimeoutMs},
+  await serveSessionRequest(
+    conn,
+    deps,
+    opts,
     (session) =>
       runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal}),
     (error) =>
