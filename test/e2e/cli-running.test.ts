@@ -1,24 +1,14 @@
-import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {type Clients, clients, describeE2e, processesMatching, startVnode, stopAllVnodes, uniqueName, vnode, waitFor, type VnodeProcess} from './helpers.js'
+import {beforeAll, expect, test} from '@jest/globals'
+import {type Clients, describeE2e, nodeWithNamespace, processesMatching, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** The plugin's commands against a node that really runs its pods. */
 describeE2e('kubectl vnode pods / kill / logs with running pods', () => {
-  let c: Clients
-  let node: VnodeProcess
-  const nodeName = uniqueName('cli-run')
-  const ns = uniqueName('clirun')
+  const f = nodeWithNamespace('clirun')
+  const {ns, node: nodeName} = f
   const marker = uniqueName('marker')
-
-  beforeAll(async () => {
-    c = await clients()
-    node = startVnode(nodeName)
-    await node.ready()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'default service account', 30_000)
-  })
-  afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
-    await stopAllVnodes()
+  let c: Clients
+  beforeAll(() => {
+    c = f.c
   })
 
   const create = (name: string, command: string[], grace = 30) =>

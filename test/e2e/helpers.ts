@@ -214,6 +214,8 @@ export interface NodeFixture {
 /**
  * A namespace and a vnode node of the calling describe's own (`up` with
  * args), started before its tests and stopped, with the namespace, after.
+ * Pods are admitted once the controller-manager has made the namespace's
+ * default ServiceAccount: the fixture waits for it.
  */
 export function nodeWithNamespace(prefix: string, args: string[] = []): NodeFixture {
   const f = {ns: uniqueName(prefix), node: uniqueName(`${prefix}-node`)} as NodeFixture
@@ -221,6 +223,7 @@ export function nodeWithNamespace(prefix: string, args: string[] = []): NodeFixt
     f.c = await clients()
     await f.c.core.createNamespace({body: {metadata: {name: f.ns}}})
     await startVnode(f.node, args).ready()
+    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: f.ns}), 'the default service account', 30_000)
   })
   afterAll(async () => {
     await stopAllVnodes()

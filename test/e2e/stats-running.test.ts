@@ -1,5 +1,5 @@
-import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {type Clients, clients, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {beforeAll, expect, test} from '@jest/globals'
+import {type Clients, describeE2e, kubectl, nodeWithNamespace, processesMatching, uniqueName, waitFor} from './helpers.js'
 
 interface Summary {
   node: {nodeName: string; memory?: {workingSetBytes?: number}}
@@ -8,21 +8,12 @@ interface Summary {
 
 /** The kubelet API's stats and metrics measure the real processes of a running pod. */
 describeE2e('stats and metrics of a running pod, through the API server', () => {
-  let c: Clients
-  const node = uniqueName('stats')
-  const ns = uniqueName('stats')
+  const f = nodeWithNamespace('stats')
+  const {ns, node} = f
   const marker = uniqueName('stats-marker')
-
-  beforeAll(async () => {
-    c = await clients()
-    const p = startVnode(node)
-    await p.ready()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'default service account', 30_000)
-  })
-  afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
-    await stopAllVnodes()
+  let c: Clients
+  beforeAll(() => {
+    c = f.c
   })
 
   test('/stats/summary and /metrics/resource report the pod with its process memory and CPU', async () => {
