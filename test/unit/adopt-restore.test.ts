@@ -1,7 +1,7 @@
 import {afterEach, describe, expect, test} from '@jest/globals'
+import {tempDir} from './temp-dirs.js'
 import {spawn, type ChildProcess} from 'node:child_process'
-import {mkdtempSync, mkdirSync, writeFileSync} from 'node:fs'
-import {tmpdir} from 'node:os'
+import {mkdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {findPodRecords, isSameProcess, LostContainerMessage, restoreContainer} from '../../src/emulator/runtime/adopt.js'
 import type {ContainerRecord} from '../../src/emulator/runtime/pod-record.js'
@@ -32,7 +32,7 @@ describe('adoption', () => {
 
   test('a reused pid (different start time) is reported lost and the process there is left alone', async () => {
     const c = sleeper()
-    const dir = mkdtempSync(join(tmpdir(), 'adopt-'))
+    const dir = tempDir('adopt-')
     const r = restoreContainer(base({pid: c.pid, startTicks: readStat(c.pid!)!.startTime + 5, logPath: join(dir, '0.log')}), undefined)
     expect(r.proc).toBeUndefined()
     expect(r.history[0]).toMatchObject({exitCode: 137, reason: 'ContainerStatusUnknown', message: LostContainerMessage})
@@ -43,7 +43,7 @@ describe('adoption', () => {
 
   test('a live recorded process is adopted; its end is noticed without an exit status', async () => {
     const c = sleeper()
-    const dir = mkdtempSync(join(tmpdir(), 'adopt-'))
+    const dir = tempDir('adopt-')
     const r = restoreContainer(base({pid: c.pid, startTicks: readStat(c.pid!)!.startTime, logPath: join(dir, '2.log'), startedAt: '2026-01-02T03:04:05.000Z'}), undefined, 20)
     expect(r.proc?.pid).toBe(c.pid)
     expect(r.proc?.startedAt.toISOString()).toBe('2026-01-02T03:04:05.000Z')
@@ -54,7 +54,7 @@ describe('adoption', () => {
 
   test('an adopted process whose pid now belongs to another process never signals that process', async () => {
     const c = sleeper()
-    const dir = mkdtempSync(join(tmpdir(), 'adopt-'))
+    const dir = tempDir('adopt-')
     // As if the recorded process ended and the kernel gave its pid to this one.
     const proc = ContainerProcess.adopt({pid: c.pid!, startTicks: readStat(c.pid!)!.startTime + 7, startedAt: new Date(), env: {}, cwd: '/', logPath: join(dir, '0.log'), pipes: outputPipes(join(dir, 'none'))}, 20)
     proc.signal('SIGKILL')
@@ -77,7 +77,7 @@ describe('adoption', () => {
   })
 
   test('records are read per pod directory; unreadable or mismatched ones are skipped', () => {
-    const state = mkdtempSync(join(tmpdir(), 'adopt-state-'))
+    const state = tempDir('adopt-state-')
     const write = (dir: string, text: string) => {
       mkdirSync(join(state, 'pods', dir), {recursive: true})
       writeFileSync(join(state, 'pods', dir, 'record.json'), text)

@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
-import {chmodSync, mkdtempSync, writeFileSync} from 'node:fs'
-import {tmpdir} from 'node:os'
+import {tempDir} from './temp-dirs.js'
+import {chmodSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {PassThrough} from 'node:stream'
 import {TerminalSizes} from '../../src/emulator/provider/streaming.js'
@@ -45,7 +45,7 @@ describe('exec request options and results', () => {
 
 describe('exec processes', () => {
   test('executables are found through the container PATH; missing and non-executable files are start errors', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'exec-unit-'))
+    const dir = tempDir('exec-unit-')
     writeFileSync(join(dir, 'tool'), '#!/bin/sh\n', {mode: 0o755})
     writeFileSync(join(dir, 'data'), 'x')
     chmodSync(join(dir, 'data'), 0o644)
@@ -64,7 +64,7 @@ describe('exec processes', () => {
   })
 
   test('runs argv with the given env and cwd, stdin piped in, stdout and stderr apart, and the exit code', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'exec-unit-'))
+    const dir = tempDir('exec-unit-')
     const [stdin, stdout, stderr] = [new PassThrough(), new PassThrough(), new PassThrough()]
     const out = collect(stdout)
     const err = collect(stderr)

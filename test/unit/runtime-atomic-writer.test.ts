@@ -1,11 +1,11 @@
 import {describe, expect, test} from '@jest/globals'
-import {existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync} from 'node:fs'
-import {tmpdir} from 'node:os'
+import {tempDir} from './temp-dirs.js'
+import {existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {payloadPathError, writeAtomic} from '../../src/emulator/runtime/atomic-writer.js'
 import {pinSubPath} from '../../src/emulator/runtime/subpath-pin.js'
 
-const fresh = () => mkdtempSync(join(tmpdir(), 'atomic-'))
+const fresh = () => tempDir('atomic-')
 const tsDirs = (dir: string) => readdirSync(dir).filter((e) => e.startsWith('..') && e !== '..data')
 
 describe('the AtomicWriter layout', () => {

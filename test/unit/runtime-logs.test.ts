@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
-import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
-import {tmpdir} from 'node:os'
+import {tempDir} from './temp-dirs.js'
+import {existsSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {PassThrough} from 'node:stream'
 import {parseCriLine} from '../../src/emulator/runtime/log-layout.js'
@@ -12,7 +12,7 @@ function records(path: string) {
 
 describe('CRI log writer', () => {
   test('lines split across chunks, long lines as P records, the unterminated end as F', async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'vnode-log-')), '0.log')
+    const path = join(tempDir('vnode-log-'), '0.log')
     const w = new ContainerLogWriter(path)
     const out = new PassThrough()
     const err = new PassThrough()
@@ -40,7 +40,7 @@ describe('CRI log writer', () => {
   })
 
   test('rotates at maxBytes keeping maxFiles files', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vnode-log-'))
+    const dir = tempDir('vnode-log-')
     const path = join(dir, '0.log')
     const w = new ContainerLogWriter(path, {maxBytes: 500, maxFiles: 3})
     const s = new PassThrough()
@@ -61,7 +61,7 @@ describe('CRI log writer', () => {
   })
 
   test('tail for FallbackToLogsOnError: last 80 lines, at most 2048 bytes', async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'vnode-log-')), '0.log')
+    const path = join(tempDir('vnode-log-'), '0.log')
     const w = new ContainerLogWriter(path)
     const s = new PassThrough()
     const done = w.attach(s, 'stdout')

@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
+import {tempDir} from './temp-dirs.js'
 import type {V1Pod} from '@kubernetes/client-node'
-import {mkdirSync, mkdtempSync, symlinkSync, writeFileSync} from 'node:fs'
-import {tmpdir} from 'node:os'
+import {mkdirSync, symlinkSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {bwrapArgs, MountPointError, shadowDirs, viewPath} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {containerHostname, hostsFile, resolvConf} from '../../src/emulator/runtime/sandbox/pod-files.js'
@@ -56,7 +56,7 @@ describe('pod files as the kubelet writes them', () => {
 
 describe('the container view', () => {
   test('a mount point missing on the host shadows the directory that would receive it; one that exists is bound over', () => {
-    const root = mkdtempSync(join(tmpdir(), 'vnode-view-'))
+    const root = tempDir('vnode-view-')
     mkdirSync(join(root, 'etc'))
     writeFileSync(join(root, 'etc', 'hosts'), '')
     mkdirSync(join(root, 'data'))
@@ -70,7 +70,7 @@ describe('the container view', () => {
   })
 
   test('targets resolve through host symlinks; /proc and /sys are refused; a file in the way is refused', () => {
-    const root = mkdtempSync(join(tmpdir(), 'vnode-view-'))
+    const root = tempDir('vnode-view-')
     mkdirSync(join(root, 'run'))
     symlinkSync(join(root, 'run'), join(root, 'varrun'))
     writeFileSync(join(root, 'file'), '')
