@@ -15,6 +15,7 @@ export const DefaultStatusCoalesceMs = 100
  */
 export const DefaultTransitionHoldMs = 2_000
 export const DefaultStatusRetryInitialMs = 500
+export const DefaultStatusRetryMaxMs = 10_000
 /**
  * How often the statuses the API holds are compared with what was written
  * (the kubelet's status sync period is 10 s). A difference seen on two
@@ -22,7 +23,6 @@ export const DefaultStatusRetryInitialMs = 500
  * written again, so it is back within about 10 s.
  */
 export const DefaultStatusReconcileMs = 5_000
-export const DefaultStatusRetryMaxMs = 10_000
 
 const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
 
@@ -87,8 +87,6 @@ interface Entry {
   backoff: Backoff
   /** The API's status differed from the written one at the last check. */
   inconsistent?: boolean
-  /** The next write is a reconciliation: made whatever the written status says, against the API's. */
-  reconciling?: boolean
 }
 
 /**
@@ -137,7 +135,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       const target = live ? this.targetOf(e) : undefined
       const differs = !!target && target.uid === e.writtenTo && needsReconcile(target.status, e.written!)
       if (differs && e.inconsistent) {
-        e.reconciling = true
+        // Written as to a new object: the whole status, against what the API holds now.
+        e.writtenTo = undefined
         e.firstDirtyAt ??= Date.now()
         this.schedule(e, 0)
       }
@@ -323,24 +322,22 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const target = this.targetOf(e)
     // A static pod without a mirror: nothing to write to until one appears (retarget).
     if (!target) return
-    // A new mirror gets the whole status, whatever the last one had.
+    // A new mirror (or a status someone else overwrote) gets the whole status, whatever it has now.
     const moved = e.writtenTo !== target.uid
-    const reconciling = e.reconciling === true
-    e.reconciling = false
     e.inconsistent = false
     // A pod that was finished before we saw it, or that we already finished, keeps its status.
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
     let status = done ? undefined : this.buildFor(e)
-    if (status && needsUpdate(e, status, moved || reconciling)) {
+    if (status && needsUpdate(e, status, moved)) {
       if (this.opts.throttle) {
         await this.opts.throttle()
         if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
         // Built again after the wait: whatever changed meanwhile goes in this one write.
         status = this.buildFor(e)
       }
-      if (needsUpdate(e, status, moved || reconciling)) {
+      if (needsUpdate(e, status, moved)) {
         try {
-          const before = moved || reconciling ? target.status : e.written ?? e.pod.status
+          const before = moved ? target.status : e.written ?? e.pod.status
           const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
           this.writes++
           this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
@@ -418,9 +415,9 @@ export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus 
   return {metadata: {uid}, status: s}
 }
 
-/** needsUpdate: the status goes to a new object, or is written again (reconcile), or differs from the one written. */
-function needsUpdate(e: Entry, status: V1PodStatus, always: boolean): boolean {
-  return always || !isDeepStrictEqual(status, e.written)
+/** needsUpdate: the status goes to a new object (or over someone else's), or differs from the one written. */
+function needsUpdate(e: Entry, status: V1PodStatus, moved: boolean): boolean {
+  return moved || !isDeepStrictEqual(status, e.written)
 }
 
 /** canBeDeleted: the worker is done with the pod (no process left), it is being deleted, and its terminal status is in the API. */

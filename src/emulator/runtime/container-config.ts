@@ -1,4 +1,4 @@
-import type {V1EphemeralContainer, V1Pod} from '@kubernetes/client-node'
+import type {V1Container, V1EphemeralContainer, V1Pod} from '@kubernetes/client-node'
 import {isAbsolute, join, relative} from 'node:path'
 import type {ProviderContext} from '../provider/handler.js'
 import type {ContainerState} from './container-state.js'
@@ -86,13 +86,12 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
   for (const e of envResult.events) input.podEvent(e.type, e.reason, e.message)
   if (!envResult.ok) return {ok: false, reason: 'CreateContainerConfigError', message: envResult.message}
   const env = envResult.env
-  const messagePath = c.spec.terminationMessagePath || DefaultTerminationMessagePath
+  const messagePath = terminationMessagePath(c.spec)
+  const terminationFile = terminationFileOf(input.sandbox, c.spec, sandboxed)
   let view: ContainerSandboxSpec | undefined
   let cwd: string
-  let terminationFile: string
   let links: RealLink[] = []
   if (sandboxed) {
-    terminationFile = sandboxTerminationFile(input.sandbox, c.name)
     const viewResult = await containerView({
       pod,
       container: c.spec,
@@ -115,7 +114,6 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
     if (!rootResult.ok) return {ok: false, reason: 'CreateContainerConfigError', message: rootResult.message}
     links = rootResult.links
     cwd = plainWorkingDir(c, program.program.workingDir, root)
-    terminationFile = plainTerminationFile(input.sandbox, c.name, messagePath)
   }
 
   const prepared = await prepareProgram(program.program, c.spec, input.sandbox, env)
@@ -131,14 +129,15 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
   return {ok: true, argv: prepared.argv, env, cwd, view, terminationFile, imageID: program.program.imageID, links}
 }
 
-/** The host file behind a sandboxed container's terminationMessagePath. */
-export function sandboxTerminationFile(sandbox: string, container: string): string {
-  return join(sandbox, 'termination', container)
-}
+const terminationMessagePath = (spec: V1Container) => spec.terminationMessagePath || DefaultTerminationMessagePath
 
-/** The plain mode's terminationMessagePath: mirrored under the container's root. */
-export function plainTerminationFile(sandbox: string, container: string, messagePath: string): string {
-  return join(sandbox, 'roots', container, messagePath)
+/**
+ * The host file behind a container's terminationMessagePath: in a sandbox
+ * one of the pod's own, bound at that path; in the plain mode the path
+ * mirrored under the container's root.
+ */
+export function terminationFileOf(sandbox: string, spec: V1Container, sandboxed: boolean): string {
+  return sandboxed ? join(sandbox, 'termination', spec.name) : join(sandbox, 'roots', spec.name, terminationMessagePath(spec))
 }
 
 /** spec.workingDir (a path under a mountPath is its mirror), the image map's, or the container's root. */

@@ -98,10 +98,6 @@ function canonicalBytes(bytes: number, binary: boolean): string {
   return `${n}${suffixes[i]}`
 }
 
-/**
- * What `du` says of a tree: allocated blocks of every file and directory,
- * symlinks not followed, each inode once. A tree that is gone is 0.
- */
 /** What a pod uses that counts against its limits: its emptyDirs (by medium) and its containers' log directories. */
 export async function podLocalStorageUsage(pod: V1Pod, volumes: ReadonlyMap<string, {path?: string}> | undefined, logDir: (container: string) => string): Promise<LocalStorageUsage> {
   const usage: LocalStorageUsage = {emptyDirs: new Map(), memoryEmptyDirs: new Map(), logs: new Map()}
@@ -113,6 +109,10 @@ export async function podLocalStorageUsage(pod: V1Pod, volumes: ReadonlyMap<stri
   return usage
 }
 
+/**
+ * What `du` says of a tree: allocated blocks of every file and directory,
+ * symlinks not followed, each inode once. A tree that is gone is 0.
+ */
 export async function diskUsage(path: string): Promise<number> {
   const seen = new Set<string>()
   const walk = async (p: string): Promise<number> => {

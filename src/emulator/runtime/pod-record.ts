@@ -65,8 +65,13 @@ export interface ContainerRecord {
 
 export const PodRecordFile = 'record.json'
 
+/** A finished instance as the record keeps it (dates as ISO strings), and back. */
 export function recordTermination(t: Termination): RecordedTermination {
   return {...t, startedAt: t.startedAt?.toISOString(), finishedAt: t.finishedAt.toISOString()}
+}
+
+export function restoreTermination(t: RecordedTermination): Termination {
+  return {...t, startedAt: t.startedAt ? new Date(t.startedAt) : undefined, finishedAt: new Date(t.finishedAt)}
 }
 
 /** One container's record: its live instance (pid, start time, pipes, cgroup) and its last exit. */
@@ -90,10 +95,6 @@ export function containerRecord(c: ContainerState, cgroup: string | undefined): 
     imageID: c.imageID || undefined,
     lastExit: c.lastExit ? recordTermination(c.lastExit) : undefined,
   }
-}
-
-export function restoreTermination(t: RecordedTermination): Termination {
-  return {...t, startedAt: t.startedAt ? new Date(t.startedAt) : undefined, finishedAt: new Date(t.finishedAt)}
 }
 
 /** One container as adoption found it (adopt.ts). */

@@ -5,7 +5,7 @@ import {dirname, join} from 'node:path'
 import {SandboxWaitingReason, type ProviderContext} from '../provider/handler.js'
 import {Backoff} from '../kube/backoff.js'
 import {terminationOf} from './container-exit.js'
-import {containerConfig, DefaultTerminationMessagePath, plainTerminationFile, sandboxTerminationFile} from './container-config.js'
+import {containerConfig, terminationFileOf} from './container-config.js'
 import {ContainerProcess, StartError, type ExitInfo} from './container-process.js'
 import {ContainerState, podDesc, podRef} from './container-state.js'
 import {goDuration, type CrashLoopTiming} from './crash-loop.js'
@@ -633,9 +633,7 @@ export class PodRuntime {
       c.runningImage = c.spec.image
       c.started = !c.spec.startupProbe
       c.ready = c.started && !c.spec.readinessProbe && c.kind !== 'init'
-      c.terminationMessageFile = f.proc.sandboxed
-        ? sandboxTerminationFile(this.deps.sandbox, c.name)
-        : plainTerminationFile(this.deps.sandbox, c.name, c.spec.terminationMessagePath || DefaultTerminationMessagePath)
+      c.terminationMessageFile = terminationFileOf(this.deps.sandbox, c.spec, !!f.proc.sandboxed)
       this.watchProcess(c, f.proc)
     }
     this.links = [...links]
