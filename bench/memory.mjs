@@ -3,7 +3,8 @@
 // and of the proportional set (PSS: shared pages split between the processes
 // that map them, so a hundred shims of one binary count its text once).
 // The pods' own programs are not the runtime's and are left out on every node.
-import {readdirSync, readFileSync} from 'node:fs'
+import {readFileSync} from 'node:fs'
+import {descendants} from '../dist/emulator/runtime/proc.js'
 
 function read(path) {
   try {
@@ -11,34 +12,6 @@ function read(path) {
   } catch {
     return ''
   }
-}
-
-/** Parent pid and command name (comm) of a process, from /proc/<pid>/stat. */
-export function procInfo(pid) {
-  const stat = read(`/proc/${pid}/stat`)
-  if (!stat) return undefined
-  const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-  const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1])
-  return {pid, ppid, comm}
-}
-
-export function allProcesses() {
-  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map((p) => procInfo(Number(p))).filter(Boolean)
-}
-
-/** Every process below pid (children, their children, ...). */
-export function descendants(pid, procs = allProcesses()) {
-  const byParent = new Map()
-  for (const p of procs) byParent.set(p.ppid, [...(byParent.get(p.ppid) ?? []), p])
-  const out = []
-  const walk = (id) => {
-    for (const c of byParent.get(id) ?? []) {
-      out.push(c)
-      walk(c.pid)
-    }
-  }
-  walk(pid)
-  return out
 }
 
 /** kB lines of /proc/<pid>/smaps_rollup (Rss, Pss), in bytes; zero for a process gone meanwhile. */

@@ -1,5 +1,5 @@
 import type {CoreV1Api, V1Container, V1Pod} from '@kubernetes/client-node'
-import {readdirSync, readFileSync, readlinkSync} from 'node:fs'
+import {readdirSync, readlinkSync} from 'node:fs'
 import {waitFor} from './helpers.js'
 
 export {NODE, nodeContainer} from './helpers.js'
@@ -42,32 +42,6 @@ export async function waitPod(core: CoreV1Api, namespace: string, name: string, 
 /** Open file descriptors of a process. */
 export function fdCount(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length
-}
-
-/** Live descendants of a process (by walking ppid links), zombies excluded. */
-export function descendants(root: number): number[] {
-  const parent = new Map<number, number>()
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (f[0] === 'Z') continue
-      parent.set(Number(d), Number(f[1]))
-    } catch {
-      /* gone */
-    }
-  }
-  const out: number[] = []
-  for (const pid of parent.keys()) {
-    for (let p = parent.get(pid); p !== undefined && p > 1; p = parent.get(p)) {
-      if (p === root) {
-        out.push(pid)
-        break
-      }
-    }
-  }
-  return out
 }
 
 export function cwdOf(pid: number): string | undefined {

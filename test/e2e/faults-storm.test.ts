@@ -1,6 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
-import {createPod, descendants, fdCount, nodeContainer, podOn} from './faults-helpers.js'
+import {descendants} from '../../src/emulator/runtime/proc.js'
+import {createPod, fdCount, nodeContainer, podOn} from './faults-helpers.js'
 
 interface Stats {
   openWatches: number
@@ -70,7 +71,7 @@ describeE2e('a create/delete storm leaves nothing behind', () => {
     expect(count('NodeNotReady') + count('TaintManagerEviction')).toBe(0)
 
     // Nothing of the storm is left: no container process, no per-pod state, no extra watch or fd.
-    await waitFor(() => descendants(p.pid).length === 0, () => `no process left under vnode (have ${descendants(p.pid).join(' ')})`, 15_000)
+    await waitFor(() => descendants(p.pid).length === 0, () => `no process left under vnode (have ${descendants(p.pid).map((d) => `${d.pid} ${d.comm}`).join(', ')})`, 15_000)
     const after = await waitFor(async () => {
       const s = await stats(p)
       return s.podState.status + s.podState.workers + s.podState.runtime === 0 ? s : undefined

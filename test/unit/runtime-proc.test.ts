@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {execFileSync, spawn} from 'node:child_process'
-import {groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/proc.js'
+import {descendants, groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/proc.js'
 import {checkRelativePath} from '../../src/emulator/runtime/volumes.js'
 
 describe('/proc helpers', () => {
@@ -76,6 +76,28 @@ print(pid, flush=True); time.sleep(30)`
     expect(s.state).toMatch(/[RS]/)
     expect(s.startTime).toBeGreaterThan(0)
     expect(readStat(2 ** 30)).toBeUndefined()
+  })
+
+  test('descendants: children and grandchildren with their command names, not the process itself or others', async () => {
+    // A shell whose own child is a sleep: two levels below this process.
+    const child = spawn('sh', ['-c', 'sleep 30 & wait'], {stdio: 'ignore'})
+    try {
+      const found = await (async () => {
+        for (let i = 0; i < 100; i++) {
+          const d = descendants(process.pid).filter((p) => p.pid === child.pid || p.ppid === child.pid)
+          if (d.some((p) => p.comm === 'sleep')) return d
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        return []
+      })()
+      expect(found.map((p) => p.comm).sort()).toEqual(['sh', 'sleep'])
+      expect(descendants(process.pid).some((p) => p.pid === process.pid)).toBe(false)
+      expect(descendants(child.pid!).map((p) => p.comm)).toEqual(['sleep'])
+    } finally {
+      // The sleep first: once the shell is gone it is no longer below it.
+      for (const p of descendants(child.pid!)) process.kill(p.pid, 'SIGKILL')
+      process.kill(child.pid!, 'SIGKILL')
+    }
   })
 })
 

@@ -6,6 +6,8 @@ export const PageSize = 4096
 
 export interface ProcStat {
   pid: number
+  /** The command name (at most 15 bytes; may contain spaces and parentheses). */
+  comm: string
   state: string
   ppid: number
   pgrp: number
@@ -29,7 +31,27 @@ export function readStat(pid: number): ProcStat | undefined {
   // comm may contain spaces and parentheses: fields start after the last ')'.
   const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
   const n = (i: number) => Number(f[i - 3])
-  return {pid, state: f[0], ppid: n(4), pgrp: n(5), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17), startTime: n(22), rssPages: n(24)}
+  return {pid, comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: f[0], ppid: n(4), pgrp: n(5), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17), startTime: n(22), rssPages: n(24)}
+}
+
+/** Every live (non-zombie) process below root: its children, theirs, and so on, from one pass over /proc. */
+export function descendants(root: number): ProcStat[] {
+  const live = new Map<number, ProcStat>()
+  for (const d of readdirSync('/proc')) {
+    if (d.charCodeAt(0) > 57 || d.charCodeAt(0) < 48) continue
+    const s = readStat(Number(d))
+    if (s && s.state !== 'Z' && s.state !== 'X') live.set(s.pid, s)
+  }
+  const out: ProcStat[] = []
+  for (const s of live.values()) {
+    for (let p = s.ppid; p > 1; p = live.get(p)?.ppid ?? 0) {
+      if (p === root) {
+        out.push(s)
+        break
+      }
+    }
+  }
+  return out
 }
 
 /** Live (non-zombie) processes of a process group. */
