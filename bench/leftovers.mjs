@@ -6,6 +6,7 @@
 import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {join} from 'node:path'
 import {execFileSync} from 'node:child_process'
+import {mountsUnder} from '../test/conformance/reference-node.mjs'
 import {root} from './lib.mjs'
 
 const CgroupMount = '/sys/fs/cgroup'
@@ -36,11 +37,6 @@ function processesNaming(dir) {
     if (argv.includes(dir) || read(`/proc/${p}/environ`).includes(dir) || cwd.startsWith(dir)) out.push(`process ${p} (${argv.split('\0').slice(0, 3).join(' ')})`)
   }
   return out
-}
-
-function mountsUnder(dir) {
-  const unescape = (s) => s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
-  return read('/proc/self/mountinfo').split('\n').map((l) => unescape(l.split(' ')[4] ?? '')).filter((m) => m === dir || m.startsWith(`${dir}/`)).map((m) => `mount ${m}`)
 }
 
 function cgroupDirsNamed(names) {
@@ -80,7 +76,7 @@ export async function benchLeftovers({dir, nodes, podUids}) {
   const {bridgeName} = await dist('emulator/runtime/network/config.js')
   const {NetnsDir, netnsPath} = await dist('emulator/runtime/network/netns.js')
   const {NetnsPrefix} = await dist('emulator/runtime/network/pod-network.js')
-  const left = [...processesNaming(dir), ...mountsUnder(dir)]
+  const left = [...processesNaming(dir), ...(await mountsUnder(dir)).map((m) => `mount ${m}`)]
   left.push(...cgroupDirsNamed(new Set(nodes.map((n) => nodeRootName(n.name, n.stateDir)))))
   for (const n of nodes) if (linkExists(bridgeName(n.name))) left.push(`bridge ${bridgeName(n.name)} (${n.name})`)
   if (existsSync(NetnsDir)) for (const uid of podUids) if (existsSync(netnsPath(NetnsPrefix + uid))) left.push(`netns ${netnsPath(NetnsPrefix + uid)}`)

@@ -343,8 +343,8 @@ async function stopPid(pid, timeoutMs) {
   while (alive(pid)) await sleep(100)
 }
 
-/** The mounts under dir, deepest first. */
-async function mountsUnder(dir) {
+/** Mount points at or under dir, deepest first (so they unmount in order). */
+export async function mountsUnder(dir) {
   const text = await readFile('/proc/self/mountinfo', 'utf8')
   const unescape = (s) => s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
   return text.split('\n').map((l) => unescape(l.split(' ')[4] ?? '')).filter((m) => m === dir || m.startsWith(`${dir}/`)).sort((a, b) => b.length - a.length)
