@@ -29,7 +29,11 @@ export function parseRow(line: string): PodRow | undefined {
 export class KubectlWatch {
   readonly lines: string[] = []
   private buf = ''
+  private stderr = ''
   constructor(readonly child: ResultPromise) {
+    child.stderr!.on('data', (d: Buffer) => {
+      this.stderr += d.toString()
+    })
     child.stdout!.on('data', (d: Buffer) => {
       this.buf += d.toString()
       let i
@@ -42,7 +46,7 @@ export class KubectlWatch {
   }
 
   waitLine(pred: (line: string) => boolean, what: string, timeoutMs = 30_000): Promise<string> {
-    return waitFor(() => this.lines.find(pred), () => `${what} (kubectl -w printed: ${JSON.stringify(this.lines.slice(-8))})`, timeoutMs, 50)
+    return waitFor(() => this.lines.find(pred), () => `${what} (kubectl -w printed: ${JSON.stringify(this.lines.slice(-8))}${this.stderr ? `, stderr: ${this.stderr.trim()}` : ''})`, timeoutMs, 50)
   }
 
   stop(): void {
@@ -168,9 +172,12 @@ export class KubectlFixture {
     )
   }
 
-  /** Starts `kubectl get pod NAME -w ...extra` and collects its lines. */
+  /** Starts a `kubectl get pods -w ...extra` of the one pod NAME and collects its lines. */
   watch(name: string, extra: string[] = ['--no-headers']): KubectlWatch {
-    const child = execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), ['get', 'pod', name, '-n', this.ns, '-w', ...extra], {env: testEnv(), reject: false, buffer: false})
+    // A field selector, not `get pod <name>`: kubectl exits NotFound when a
+    // named pod does not exist yet, and a watch is often started before create.
+    const args = ['get', 'pods', '--field-selector', `metadata.name=${name}`, '-n', this.ns, '-w', ...extra]
+    const child = execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), args, {env: testEnv(), reject: false, buffer: false})
     const w = new KubectlWatch(child)
     this.watches.push(w)
     return w
