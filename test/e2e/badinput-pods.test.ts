@@ -3,7 +3,7 @@ import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {freePort} from '../../src/common/ports.js'
-import {type Clients, clients, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {type BadInputCase, corpus, type Expectation} from './badinput-corpus.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
@@ -27,7 +27,7 @@ describeE2e('bad input: a corpus of unusual pod specs, each with its own reason,
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     const dir = join(runDir(), ns)
     mkdirSync(dir, {recursive: true})
     const noExec = join(dir, 'not-executable')
@@ -40,7 +40,7 @@ describeE2e('bad input: a corpus of unusual pod specs, each with its own reason,
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

@@ -4,7 +4,7 @@ import {existsSync, readFileSync} from 'node:fs'
 import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'
 import {nodeRootName} from '../../src/emulator/runtime/cgroups/layout.js'
 import {join} from 'node:path'
-import {type Clients, clients, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
 /** This host's cgroups, found as vnode finds them. */
@@ -48,13 +48,13 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     vnode = startVnode(node, ['--no-default-taint'])
     await vnode.ready()
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

@@ -1,5 +1,5 @@
 import {expect, test} from '@jest/globals'
-import {describeE2e, kubectl, nodeWithNamespace, waitFor} from './helpers.js'
+import {describeE2e, kubectl, nodeWithNamespace} from './helpers.js'
 
 /** kubectl's hidden completion command, as the shell scripts of `kubectl completion bash|zsh` call it. */
 async function completions(words: string[]): Promise<{values: string[]; directive: string}> {
@@ -27,7 +27,6 @@ describeE2e('shell completion through kubectl', () => {
   })
 
   test("kill and logs complete the names of the pods on vnode nodes, in the namespace given", async () => {
-    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     for (const name of ['web-0', 'web-1', 'db-0']) {
       await f.c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, automountServiceAccountToken: false, containers: [{name: 'c', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)']}]}}})
     }

@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 
 function boundPod(name: string, node: string, labels: Record<string, string> = {}, command = ['sleep', '300']): V1Pod {
   return {
@@ -32,14 +32,13 @@ describeE2e('kubectl vnode kill', () => {
   beforeAll(async () => {
     c = await clients()
     const p = startVnode(node)
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     await c.core.createNode({body: {metadata: {name: ghost}}})
     await p.ready()
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
   })
 
   afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await c.core.deleteNode({name: ghost}).catch(() => undefined)
     await stopAllVnodes()
   })

@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {freePort} from '../../src/common/ports.js'
 import {primaryAddress} from '../../src/emulator/node/host.js'
-import {type Clients, clients, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, startVnode, stopAllVnodes, uniqueName, vnode} from './helpers.js'
 
 describeE2e('kubectl vnode logs', () => {
   let c: Clients
@@ -13,14 +13,13 @@ describeE2e('kubectl vnode logs', () => {
   beforeAll(async () => {
     c = await clients()
     const p = startVnode(node)
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     await p.ready()
     await c.core.createNode({body: {metadata: {name: ghost}}})
     await c.core.patchNodeStatus(
       {name: ghost, body: {status: {addresses: [{type: 'InternalIP', address: primaryAddress()}], daemonEndpoints: {kubeletEndpoint: {Port: await freePort('0.0.0.0')}}}}},
       c.lib.setHeaderOptions('Content-Type', c.lib.PatchStrategy.MergePatch),
     )
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     await c.core.createNamespacedPod({
       namespace: ns,
       body: {
@@ -38,7 +37,7 @@ describeE2e('kubectl vnode logs', () => {
   })
 
   afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await c.core.deleteNode({name: ghost}).catch(() => undefined)
     await stopAllVnodes()
   })

@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa} from 'execa'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, kubeconfigPath, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-watch')
@@ -23,13 +23,12 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
   beforeAll(async () => {
     c = await clients()
     const p = startVnode(node)
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     await p.ready()
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
   })
   afterAll(async () => {
     await tmux(['kill-server'])
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await stopAllVnodes()
   })
 

@@ -5,7 +5,7 @@ import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** A pod bound straight to a node (no scheduler): Pending until its node runs it. */
 function boundPod(name: string, node: string, labels: Record<string, string> = {}): V1Pod {
@@ -26,12 +26,10 @@ describeE2e('kubectl vnode pods', () => {
   beforeAll(async () => {
     c = await clients()
     const p = startVnode(node)
-    for (const ns of [ns1, ns2, empty]) await c.core.createNamespace({body: {metadata: {name: ns}}})
+    for (const ns of [ns1, ns2, empty]) await createNamespace(c.core, ns)
     // A Node that vnode does not run: its pods must not be listed.
     await c.core.createNode({body: {metadata: {name: plainNode}}})
     await p.ready()
-    // Pods are admitted once the controller-manager made the namespace's default service account.
-    for (const ns of [ns1, ns2]) await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), `service account in ${ns}`, 30_000)
     await c.core.createNamespacedPod({namespace: ns1, body: boundPod('web', node, {app: 'web'})})
     await c.core.createNamespacedPod({namespace: ns1, body: boundPod('db', node, {app: 'db'})})
     await c.core.createNamespacedPod({namespace: ns2, body: boundPod('api', node, {app: 'web'})})
@@ -43,7 +41,7 @@ describeE2e('kubectl vnode pods', () => {
   })
 
   afterAll(async () => {
-    for (const ns of [ns1, ns2, empty]) await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    for (const ns of [ns1, ns2, empty]) await deleteNamespace(c.core, ns)
     await c.core.deleteNode({name: plainNode}).catch(() => undefined)
     await stopAllVnodes()
   })

@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'
 import {nodeRootName} from '../../src/emulator/runtime/cgroups/layout.js'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
 
 const socket = uniqueName('vnode-hup')
 const tmux = (args: string[]) => execa('tmux', ['-L', socket, ...args], {reject: false})
@@ -34,11 +34,11 @@ describeE2e('kubectl vnode up whose terminal is closed (SIGHUP)', () => {
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
   })
   afterAll(async () => {
     await tmux(['kill-server'])
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await c.core.deleteNode({name: node}).catch(() => undefined)
   })
 
@@ -48,7 +48,6 @@ describeE2e('kubectl vnode up whose terminal is closed (SIGHUP)', () => {
     const cmd = `KUBECONFIG='${kubeconfigPath()}' exec '${cliPath()}' up --name ${node} --state-dir '${stateDir}' --port 0`
     expect((await tmux(['new-session', '-d', '-s', 'hup', '-x', '120', '-y', '30', 'env', '-u', 'CI', 'sh', '-c', cmd])).exitCode).toBe(0)
     await waitFor(async () => (await c.core.readNode({name: node})).status?.conditions?.find((x) => x.type === 'Ready')?.status === 'True', 'the node Ready', 30_000, 200)
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     await c.core.createNamespacedPod({
       namespace: ns,
       body: {metadata: {name: 'app'}, spec: {nodeName: node, terminationGracePeriodSeconds: 5, containers: [{name: 'main', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)', marker]}]}},

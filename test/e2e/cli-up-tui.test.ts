@@ -3,7 +3,7 @@ import {execa} from 'execa'
 import {appendFileSync, mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-tui')
@@ -50,9 +50,8 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     // A pod appears and turns Running; `x` kills it after a confirmation, through the API.
     const ns = uniqueName('tui')
     const marker = uniqueName('tui-marker')
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     try {
-      await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
       await c.core.createNamespacedPod({
         namespace: ns,
         body: {
@@ -77,7 +76,7 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
       // The table row goes (the event feed may still name the pod).
       await waitFor(async () => !new RegExp(`${ns}\\s+victim\\s+\\d/1`).test(await screen('tui')), () => `the row to go:\n${lastScreen}`, 10_000, 200)
     } finally {
-      await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+      await deleteNamespace(c.core, ns)
     }
 
     await tmux(['send-keys', '-t', 'tui', 'q'])

@@ -7,7 +7,7 @@ import {request as httpsRequest} from 'node:https'
 import {createServer} from 'node:net'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
-import {type Clients, clients, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 
 const NODE = process.execPath
 const kubectlBin = () => join(process.env[E2eEnv.binDir]!, 'kubectl')
@@ -81,7 +81,7 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     node = startVnode(name)
     await node.ready()
     webPort = await freePort()
@@ -109,7 +109,7 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
   })
 
   afterAll(async () => {
-    await c?.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c?.core, ns)
     if (c) {
       const rbac = c.kc.makeApiClient(c.lib.RbacAuthorizationV1Api)
       await rbac.deleteClusterRole({name: `${ns}-proxy`}).catch(() => undefined)

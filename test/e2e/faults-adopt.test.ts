@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync, mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {freePort} from '../../src/common/ports.js'
-import {type Clients, clients, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
 /** A container that exits 1 the first time (so it has a restart), then serves a port and logs a numbered line every 100 ms. */
@@ -24,11 +24,11 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
   beforeAll(async () => {
     c = await clients()
     mkdirSync(flags, {recursive: true})
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

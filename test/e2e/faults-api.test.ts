@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import * as k8s from '@kubernetes/client-node'
 import {join} from 'node:path'
 import {startComponent, stopComponent} from '../../src/cluster/controlplane.js'
-import {describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+import {createNamespace, describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
 describeE2e('API server faults: pods through a 30 s outage, watch expiry and dropped connections', () => {
@@ -20,7 +20,7 @@ describeE2e('API server faults: pods through a 30 s outage, watch expiry and dro
     const kc = new k8s.KubeConfig()
     kc.loadFromFile(kubeconfig)
     core = kc.makeApiClient(k8s.CoreV1Api)
-    await core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(core, ns)
   })
   afterAll(async () => {
     await stopAllVnodes()

@@ -5,7 +5,7 @@ import {existsSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
-import {describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {createNamespace, describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 import {TcpProxy} from './tcp-proxy.js'
 
 /**
@@ -82,7 +82,7 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     await proxy.start()
     const text = readFileSync(kubeconfig, 'utf8')
     writeFileSync(proxiedKubeconfig, text.replace(`server: ${server.origin}`, `server: https://127.0.0.1:${proxy.port}`), {mode: 0o600})
-    await core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(core, ns)
   }, 120_000)
 
   afterAll(async () => {

@@ -9,9 +9,9 @@ export function podOn(node: string, namespace: string, name: string, containers:
   return {metadata: {name, namespace}, spec: {nodeName: node, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers, ...spec}}
 }
 
-export async function createPod(core: CoreV1Api, pod: V1Pod): Promise<V1Pod> {
-  // The namespace's ServiceAccount may not exist yet right after the namespace.
-  return waitFor(() => core.createNamespacedPod({namespace: pod.metadata!.namespace!, body: pod}), `create pod ${pod.metadata!.name}`, 20_000, 300)
+/** Creates the pod in its namespace (made by createNamespace, so its ServiceAccount exists). */
+export function createPod(core: CoreV1Api, pod: V1Pod): Promise<V1Pod> {
+  return core.createNamespacedPod({namespace: pod.metadata!.namespace!, body: pod})
 }
 
 export async function readPod(core: CoreV1Api, namespace: string, name: string): Promise<V1Pod | undefined> {

@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {descendants} from '../../src/emulator/runtime/proc.js'
 import {createPod, fdCount, nodeContainer, podOn} from './faults-helpers.js'
 
@@ -33,13 +33,13 @@ describeE2e('a create/delete storm leaves nothing behind', () => {
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     p = startVnode(node, ['--no-default-taint', '--pods', '500'])
     await p.ready()
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

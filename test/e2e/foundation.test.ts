@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {type Clients, clients, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
 
 describeE2e('foundation: a node on a real control plane', () => {
   let c: Clients
@@ -47,7 +47,7 @@ describeE2e('foundation: a node on a real control plane', () => {
     const p = startVnode(name)
     await p.ready()
     const ns = uniqueName('ns')
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     try {
       await c.apps.createNamespacedDeployment({
         namespace: ns,
@@ -73,7 +73,7 @@ describeE2e('foundation: a node on a real control plane', () => {
       }, 'the deployment pod to be scheduled onto the vnode node', 60_000, 500)
       expect(pod.metadata?.ownerReferences?.[0]?.kind).toBe('ReplicaSet')
     } finally {
-      await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+      await deleteNamespace(c.core, ns)
       await p.stop()
     }
   })

@@ -177,6 +177,28 @@ export async function clients(): Promise<Clients> {
   return {core: kc.makeApiClient(lib.CoreV1Api), coordination: kc.makeApiClient(lib.CoordinationV1Api), apps: kc.makeApiClient(lib.AppsV1Api), kc, lib}
 }
 
+/**
+ * Calls onChange on each event of a watch of path (an ADDED for each object
+ * there at the start, then every change) until the returned stop is called.
+ * A watch the server ends is started again.
+ */
+export async function watchChanges(kc: k8s.KubeConfig, path: string, fieldSelector: string, onChange: () => void): Promise<() => void> {
+  const {Watch} = await import('@kubernetes/client-node')
+  let stopped = false
+  let request: AbortController | undefined
+  const start = async (): Promise<void> => {
+    request = await new Watch(kc).watch(path, {fieldSelector}, () => onChange(), () => {
+      if (!stopped) setTimeout(() => void start().catch(() => undefined), 200)
+    })
+    if (stopped) request.abort()
+  }
+  await start()
+  return () => {
+    stopped = true
+    request?.abort()
+  }
+}
+
 /** The runtime's own plumbing around a sandboxed container: bwrap waits for it, nsenter runs an exec inside it. */
 const RuntimeCommands = new Set(['bwrap', 'nsenter'])
 
@@ -204,6 +226,20 @@ export async function processesMatching(text: string, opts: {withRuntime?: boole
   return out
 }
 
+/**
+ * Creates a namespace and returns once its default ServiceAccount exists:
+ * the API server refuses pods until the controller-manager has made it.
+ */
+export async function createNamespace(core: k8s.CoreV1Api, ns: string): Promise<void> {
+  await core.createNamespace({body: {metadata: {name: ns}}})
+  await waitFor(() => core.readNamespacedServiceAccount({name: 'default', namespace: ns}), `the default service account in ${ns}`, 30_000, 100)
+}
+
+/** Deletes a test's namespace (and so its pods), whatever state the test left it in. */
+export async function deleteNamespace(core: k8s.CoreV1Api | undefined, ns: string): Promise<void> {
+  await core?.deleteNamespace({name: ns}).catch(() => undefined)
+}
+
 /** What a test file gets from nodeWithNamespace: its clients, its namespace, its running node. */
 export interface NodeFixture {
   c: Clients
@@ -221,13 +257,13 @@ export function nodeWithNamespace(prefix: string, args: string[] = []): NodeFixt
   const f = {ns: uniqueName(prefix), node: uniqueName(`${prefix}-node`)} as NodeFixture
   beforeAll(async () => {
     f.c = await clients()
-    await f.c.core.createNamespace({body: {metadata: {name: f.ns}}})
-    await startVnode(f.node, args).ready()
-    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: f.ns}), 'the default service account', 30_000)
+    const node = startVnode(f.node, args)
+    await createNamespace(f.c.core, f.ns)
+    await node.ready()
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await f.c?.core.deleteNamespace({name: f.ns}).catch(() => undefined)
+    await deleteNamespace(f.c?.core, f.ns)
   })
   return f
 }
@@ -264,8 +300,7 @@ export function clusterWithServices(prefix: string, args: string[] = []): Cluste
     f.c = await clients()
     f.vnode = startVnode(f.node, args)
     await f.vnode.ready()
-    await f.c.core.createNamespace({body: {metadata: {name: f.ns}}})
-    await waitFor(() => f.c.core.readNamespacedServiceAccount({name: 'default', namespace: f.ns}), 'the default service account', 30_000)
+    await createNamespace(f.c.core, f.ns)
   }, 200_000)
   afterAll(async () => {
     await stopAllVnodes()

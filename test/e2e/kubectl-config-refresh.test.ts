@@ -3,7 +3,7 @@ import {mkdtempSync} from 'node:fs'
 import {join} from 'node:path'
 import {DefaultVolumeResyncMs} from '../../src/emulator/runtime/volume-refresh.js'
 import {createPod, nodeContainer, podOn} from './faults-helpers.js'
-import {type Clients, clients, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {LOOP_READER, readSeen, versioned} from './volume-reader.js'
 
 interface Stats {
@@ -37,14 +37,14 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     out = mkdtempSync(join(runDir(), 'cfgref-'))
     p = startVnode(node, ['--no-default-taint', '--pods', '200'])
     await p.ready()
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

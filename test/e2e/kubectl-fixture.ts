@@ -3,7 +3,7 @@ import {execa, type ResultPromise} from 'execa'
 import {mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
-import {type Clients, clients, kubectl, NODE, nodeContainer, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, kubectl, NODE, nodeContainer, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor, watchChanges} from './helpers.js'
 
 /** The node binary by absolute path: a container's PATH is the runtimes' minimal one. */
 export {NODE} from './helpers.js'
@@ -66,7 +66,7 @@ export class KubectlFixture {
   readonly ns: string
   /** Where containers write what they saw (env, files, cwd). */
   readonly dir: string
-  private readonly watches: KubectlWatch[] = []
+  private readonly watches = new Set<KubectlWatch>()
 
   constructor(prefix: string) {
     this.nodeName = uniqueName(`${prefix}-node`)
@@ -78,16 +78,14 @@ export class KubectlFixture {
     mkdirSync(this.dir, {recursive: true, mode: 0o700})
     this.c = await clients()
     this.node = startVnode(this.nodeName, args)
-    await this.c.core.createNamespace({body: {metadata: {name: this.ns}}})
+    await createNamespace(this.c.core, this.ns)
     await this.node.ready()
-    // Pods are refused until the controller-manager has made the namespace's default service account.
-    await waitFor(() => this.c.core.readNamespacedServiceAccount({name: 'default', namespace: this.ns}), 'the default service account', 30_000, 200)
     return this
   }
 
   async tearDown(): Promise<void> {
     for (const w of this.watches) w.stop()
-    await this.c?.core.deleteNamespace({name: this.ns}).catch(() => undefined)
+    await deleteNamespace(this.c?.core, this.ns)
   }
 
   /** Creates the pod bound to this node (the default service account token is mounted, as for any pod). */
@@ -101,18 +99,23 @@ export class KubectlFixture {
     return r.exitCode === 0 ? parseRow(r.stdout) : undefined
   }
 
-  /** Polls `kubectl get pod` until the row matches. */
+  /** Waits, on a `kubectl get pods -w` of the pod, for a row kubectl prints that matches. */
   async waitRow(name: string, pred: (r: PodRow) => boolean, what: string, timeoutMs = 30_000): Promise<PodRow> {
-    let last: PodRow | undefined
-    return waitFor(
-      async () => {
-        last = await this.row(name)
-        return last && pred(last) ? last : undefined
-      },
-      () => `${name}: ${what} (kubectl get pod shows: ${last?.line ?? 'nothing'}; vnode said: ${this.recentLines()})`,
-      timeoutMs,
-      150,
-    )
+    const w = this.watch(name)
+    try {
+      const line = await waitFor(
+        () => w.lines.find((l) => {
+          const r = parseRow(l)
+          return r !== undefined && pred(r)
+        }),
+        () => `${name}: ${what} (kubectl get pods -w printed: ${w.lines.at(-1) ?? 'nothing'}; vnode said: ${this.recentLines()})`,
+        timeoutMs,
+        50,
+      )
+      return parseRow(line)!
+    } finally {
+      this.unwatch(w)
+    }
   }
 
   /** The node's last output lines, for failure messages. */
@@ -141,35 +144,43 @@ export class KubectlFixture {
     return r.stdout
   }
 
-  /** Polls `kubectl describe pod` until its output matches. */
+  /** Runs `kubectl describe pod` at first and again on each event of the pod, until its output matches. */
   async waitDescribe(name: string, re: RegExp, timeoutMs = 20_000): Promise<string> {
     let last = ''
-    return waitFor(
-      async () => {
-        last = await this.describe(name)
-        return re.test(last) ? last : undefined
-      },
-      () => `describe ${name} to match ${re} (last Events: ${last.slice(last.indexOf('Events:'))})`,
-      timeoutMs,
-      300,
-    )
+    let eventSeen = true
+    const stop = await watchChanges(this.c.kc, `/api/v1/namespaces/${this.ns}/events`, `involvedObject.name=${name}`, () => {
+      eventSeen = true
+    })
+    try {
+      return await waitFor(
+        async () => {
+          if (!eventSeen) return undefined
+          eventSeen = false
+          try {
+            last = await this.describe(name)
+          } catch (error) {
+            eventSeen = true
+            throw error
+          }
+          return re.test(last) ? last : undefined
+        },
+        () => `describe ${name} to match ${re} (last Events: ${last.slice(last.indexOf('Events:'))})`,
+        timeoutMs,
+        100,
+      )
+    } finally {
+      stop()
+    }
   }
 
   logs(name: string, args: string[] = []) {
     return kubectl(['logs', name, '-n', this.ns, ...args])
   }
 
-  /** Waits until kubectl says the pod is gone. */
+  /** Waits, with `kubectl wait --for=delete`, until the pod is gone. */
   async gone(name: string, timeoutMs = 30_000): Promise<void> {
-    await waitFor(
-      async () => {
-        const r = await kubectl(['get', 'pod', name, '-n', this.ns, '--ignore-not-found', '-o', 'name'])
-        return r.exitCode === 0 && r.stdout.trim() === ''
-      },
-      `pod ${name} to be gone`,
-      timeoutMs,
-      100,
-    )
+    const r = await kubectl(['wait', '--for=delete', `pod/${name}`, '-n', this.ns, `--timeout=${Math.ceil(timeoutMs / 1000)}s`])
+    if (r.exitCode !== 0) throw new Error(`pod ${name} to be gone: kubectl wait exited ${r.exitCode}: ${r.stderr.trim()}`)
   }
 
   /** Starts a `kubectl get pods -w ...extra` of the one pod NAME and collects its lines. */
@@ -179,8 +190,13 @@ export class KubectlFixture {
     const args = ['get', 'pods', '--field-selector', `metadata.name=${name}`, '-n', this.ns, '-w', ...extra]
     const child = execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), args, {env: testEnv(), reject: false, buffer: false})
     const w = new KubectlWatch(child)
-    this.watches.push(w)
+    this.watches.add(w)
     return w
+  }
+
+  private unwatch(w: KubectlWatch): void {
+    w.stop()
+    this.watches.delete(w)
   }
 
   /** The file a container wrote under `dir`, once it is there (parsed as JSON when asked). */

@@ -11,7 +11,7 @@ import {bridgeName} from '../../src/emulator/runtime/network/config.js'
 import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
 import {E2eEnv} from './env.mjs'
-import {type Clients, clients, clusterWithServices, describeE2e, kubectl, NODE, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, clusterWithServices, createNamespace, deleteNamespace, describeE2e, kubectl, NODE, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {assertLocalRoute, httpGet, isRoot, links, natRules} from './network-helpers.js'
 
 const ClusterDnsIp = '10.0.0.10'
@@ -234,11 +234,10 @@ describeE2e('host network: a declared containerPort already taken on the host', 
     c = await clients()
     const p = startVnode(nodeName, ['--pod-network', 'off'])
     await p.ready()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
+    await createNamespace(c.core, ns)
   })
   afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await stopAllVnodes()
   })
 

@@ -4,7 +4,7 @@ import {mkdirSync} from 'node:fs'
 import {join} from 'node:path'
 import {Emulator} from '../../src/emulator/emulator.js'
 import {TestProvider} from '../support/test-provider.js'
-import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, runDir, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, uniqueName, waitFor} from './helpers.js'
 
 describeE2e('pod lifecycle through the real API server (test provider)', () => {
   let c: Clients
@@ -16,9 +16,7 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    // Pods are refused until the controller-manager has made the namespace's default service account.
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000, 100)
+    await createNamespace(c.core, ns)
     const stateDir = join(runDir(), 'nodes', nodeName)
     mkdirSync(stateDir, {recursive: true})
     emulator = new Emulator({
@@ -36,7 +34,7 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
 
   afterAll(async () => {
     await emulator?.stop({rm: true})
-    await c?.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c?.core, ns)
   })
 
   function podSpec(name: string, env: Record<string, string> = {}, extra: Partial<V1Pod['spec']> = {}): V1Pod {

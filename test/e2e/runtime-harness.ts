@@ -6,7 +6,7 @@ import {type KubeClients, makeClients, type RequestCounter} from '../../src/emul
 import {ObjectManager} from '../../src/emulator/kube/object-manager.js'
 import {ServiceLister} from '../../src/emulator/kube/service-lister.js'
 import {ProcessProvider, type ProcessProviderOptions} from '../../src/emulator/runtime/process-provider.js'
-import {type Clients, clients, kubeconfigPath, runDir, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, kubeconfigPath, runDir, uniqueName, waitFor} from './helpers.js'
 
 export {NODE, nodeContainer} from './helpers.js'
 
@@ -36,7 +36,7 @@ export class RuntimeHarness {
   async setUp(opts: ProcessProviderOptions = {}): Promise<this> {
     this.c = await clients()
     this.ns = uniqueName('rt')
-    await this.c.core.createNamespace({body: {metadata: {name: this.ns}}})
+    await createNamespace(this.c.core, this.ns)
     this.stateDir = mkdtempSync(join(runDir(), 'runtime-'))
     this.recorder = new EventRecorder(this.c.core, this.nodeName)
     this.services = new ServiceLister(this.c.core, this.c.kc)
@@ -56,13 +56,13 @@ export class RuntimeHarness {
     await this.services?.stop()
     await this.objects?.stop()
     this.nodeClients?.close()
-    if (this.ns) await this.c.core.deleteNamespace({name: this.ns}).catch(() => undefined)
+    if (this.ns) await deleteNamespace(this.c.core, this.ns)
   }
 
-  /** Creates the pod in the API (retrying until the namespace's ServiceAccount exists), bound to this node. */
+  /** Creates the pod in the API, bound to this node. */
   async apiPod(pod: V1Pod): Promise<V1Pod> {
     const body: V1Pod = {...pod, metadata: {...pod.metadata, namespace: this.ns}, spec: {automountServiceAccountToken: false, ...pod.spec!, nodeName: this.nodeName}}
-    return waitFor(() => this.c.core.createNamespacedPod({namespace: this.ns, body}), 'pod creation', 20_000, 300)
+    return this.c.core.createNamespacedPod({namespace: this.ns, body})
   }
 
   /** apiPod + provider.createPod. */

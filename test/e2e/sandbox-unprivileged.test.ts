@@ -4,7 +4,7 @@ import {chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, rmSync} from
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
-import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, uniqueName, VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, uniqueName, VnodeProcess, waitFor} from './helpers.js'
 
 /** nobody:nogroup on Debian. */
 const Nobody = 65534
@@ -35,7 +35,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     home = mkdtempSync(join(tmpdir(), 'vnode-unpriv-'))
     copyFileSync(kubeconfigPath(), join(home, 'kubeconfig'))
     chmodSync(home, 0o700)
@@ -44,7 +44,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
   })
   afterAll(async () => {
     await node?.stop('SIGTERM', 40_000).catch(() => node?.stop('SIGKILL'))
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await c.core.deleteNode({name}).catch(() => undefined)
     rmSync(home, {recursive: true, force: true})
   })
@@ -64,8 +64,6 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     const labels = (await c.core.readNode({name})).metadata?.labels ?? {}
     expect(labels['vnode.dev/sandbox']).toBe('namespaces')
     expect(labels['vnode.dev/cgroups']).toBe('none')
-
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'app'}, data: {'app.conf': 'level=debug'}}})
     const script = "const fs = require('fs'); console.log(JSON.stringify({pid: process.pid, host: require('os').hostname(), conf: fs.readFileSync('/etc/app/app.conf', 'utf8'), uid: process.getuid()})); process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000)"
     await c.core.createNamespacedPod({

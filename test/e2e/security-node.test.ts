@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {lstatSync, readdirSync, readFileSync, type Stats} from 'node:fs'
 import {join} from 'node:path'
-import {type Clients, clients, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, waitFor, type VnodeProcess} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {createPod, nodeContainer, podOn, waitPod, containerStatus} from './faults-helpers.js'
 import {direct} from './server-helpers.js'
 import {execa} from 'execa'
@@ -63,7 +63,7 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     await c.core.createNamespacedSecret({namespace: ns, body: {metadata: {name: 'creds'}, stringData: {token: SecretValue}}})
     await c.core.createNamespacedServiceAccount({namespace: ns, body: {metadata: {name: 'nobody'}}})
     // In vnode's own environment: it must not reach any container.
@@ -91,7 +91,7 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
   })
   afterAll(async () => {
     await stopAllVnodes()
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 

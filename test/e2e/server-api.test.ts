@@ -6,7 +6,7 @@ import {join} from 'node:path'
 import {Emulator} from '../../src/emulator/emulator.js'
 import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
 import type {PodUsage} from '../../src/emulator/server/sources.js'
-import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, runDir, testEnv, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testEnv, uniqueName, waitFor} from './helpers.js'
 import {direct, parsePrometheus} from './server-helpers.js'
 import {E2eEnv} from './env.mjs'
 
@@ -53,7 +53,7 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
     c = await clients()
     const user = c.kc.getCurrentUser()!
     admin = {cert: Buffer.from(user.certData!, 'base64'), key: Buffer.from(user.keyData!, 'base64')}
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
     emulator = new Emulator({
       name,
       kubeconfig: kubeconfigPath(),
@@ -64,7 +64,6 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
     await emulator.start()
     port = (await c.core.readNode({name})).status!.daemonEndpoints!.kubeletEndpoint!.Port
     const spec = (podName: string): V1Pod => ({metadata: {name: podName, namespace: ns}, spec: {nodeName: name, containers: [{name: 'app', image: 'busybox'}]}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000)
     web = await c.core.createNamespacedPod({namespace: ns, body: spec('web')})
     solo = await c.core.createNamespacedPod({namespace: ns, body: spec('solo')})
     known = [
@@ -91,7 +90,7 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
   let stopped = false
   afterAll(async () => {
     if (!stopped) await emulator?.stop({rm: true})
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await kubectl(['delete', 'clusterrole,clusterrolebinding', role, '--ignore-not-found'])
   })
 

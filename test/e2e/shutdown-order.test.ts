@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {NODE} from './kubectl-fixture.js'
-import {type Clients, clients, describeE2e, processesMatching, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, processesMatching, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 const ready = (n: V1Node | undefined) => n?.status?.conditions?.find((c) => c.type === 'Ready')
 /** resourceVersions are etcd revisions here (one real etcd): one order across pods and nodes. */
@@ -19,10 +19,10 @@ describeE2e('up exit order: NotReady and cordoned before the pods are terminated
   const marker = uniqueName('order-proc')
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
   })
   afterAll(async () => {
-    await c.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c.core, ns)
     await stopAllVnodes()
   })
 
@@ -32,7 +32,6 @@ describeE2e('up exit order: NotReady and cordoned before the pods are terminated
     // The stopping node is the roomier one: a scheduler that could still pick it would.
     const stopping = startVnode(stoppingName, ['--label', `vnode-e2e-group=${group}`, '--cpu', '16', '--memory', '32Gi', '--shutdown-grace', '5'])
     await stopping.ready()
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000, 200)
     await c.apps.createNamespacedDeployment({
       namespace: ns,
       body: {

@@ -4,7 +4,7 @@ import {mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSyn
 import {join} from 'node:path'
 import {Emulator} from '../../src/emulator/emulator.js'
 import {TestProvider} from '../support/test-provider.js'
-import {type Clients, clients, describeE2e, kubeconfigPath, kubectl, runDir, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, uniqueName, waitFor} from './helpers.js'
 
 /** The inotify watches this process holds (Linux): fs.watch handles that are still open. */
 function inotifyWatches(): number {
@@ -51,8 +51,7 @@ spec:
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
-    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: ns}), 'the default service account', 30_000, 100)
+    await createNamespace(c.core, ns)
     mkdirSync(dir, {recursive: true})
     // web goes to the default namespace (none given); db to the test namespace.
     writeFileSync(join(dir, 'web.yaml'), manifest('web', undefined))
@@ -76,7 +75,7 @@ spec:
     await emulator?.stop({rm: true})
     // The mirror in "default" is owned by the Node (garbage collected with it); do not wait for that.
     await c?.core.deleteNamespacedPod({name: web, namespace: 'default', gracePeriodSeconds: 0}).catch(() => undefined)
-    await c?.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c?.core, ns)
     rmSync(dir, {recursive: true, force: true})
   })
 
@@ -203,10 +202,10 @@ describeE2e('an empty or missing manifest directory still counts as seen', () =>
 
   beforeAll(async () => {
     c = await clients()
-    await c.core.createNamespace({body: {metadata: {name: ns}}})
+    await createNamespace(c.core, ns)
   })
   afterAll(async () => {
-    await c?.core.deleteNamespace({name: ns}).catch(() => undefined)
+    await deleteNamespace(c?.core, ns)
   })
 
   test.each([
