@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr} from '../../src/emulator/runtime/network/config.js'
+import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, podChain} from '../../src/emulator/runtime/network/config.js'
 import {portMappings} from '../../src/emulator/runtime/network/pod-attachment.js'
 import {portConflictMessage} from '../../src/emulator/runtime/network/port-conflict.js'
 
@@ -28,6 +28,17 @@ describe('the node network config', () => {
     expect(ipam.routes.some((r) => r.dst === '0.0.0.0/0')).toBe(false)
     expect(ipam.dataDir).toBe('/s/ipam')
     expect(portmap).toMatchObject({type: 'portmap', snat: false, capabilities: {portMappings: true}})
+  })
+
+  test('a pod runs portmap only when it has hostPort mappings, and then with them as its runtimeConfig', () => {
+    const list = conflist({nodeName: 'n', podCidr: '10.244.1.0/24', gateway: '10.244.1.1', bridge: 'vnodex', ipamDir: '/s/ipam', routes: []})
+    expect(podChain(list, []).plugins.map((p) => p.type)).toEqual(['bridge'])
+    const mapped = podChain(list, [{hostPort: 8080, containerPort: 80, protocol: 'tcp'}])
+    expect(mapped.plugins.map((p) => p.type)).toEqual(['bridge', 'portmap'])
+    expect(mapped.plugins[1]).toMatchObject({snat: false, runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 80, protocol: 'tcp'}]}})
+    expect(mapped.name).toBe(list.name)
+    // The node's own list is left as it was.
+    expect(list.plugins[1]).not.toHaveProperty('runtimeConfig')
   })
 
   test('hostPorts become portmap mappings; ports without one do not', () => {

@@ -8,6 +8,14 @@ import {type CniConfList, CniVersion} from './cni.js'
  * and the host's own addresses are reachable), hostPort through portmap.
  */
 
+/** A hostPort of the pod, as CNI's portMappings capability carries it. */
+export interface PortMapping {
+  hostPort: number
+  containerPort: number
+  protocol: 'tcp' | 'udp' | 'sctp'
+  hostIP?: string
+}
+
 export interface NodeNetworkConfig {
   nodeName: string
   /** IPv4 CIDR, normally the Node's spec.podCIDR. */
@@ -80,4 +88,16 @@ export function conflist(cfg: NodeNetworkConfig): CniConfList {
       {type: 'portmap', capabilities: {portMappings: true}, snat: false},
     ],
   }
+}
+
+/**
+ * The chain one pod's ADD and DEL run: portmap only for a pod with
+ * hostPort mappings, given them as its runtimeConfig. Without mappings
+ * portmap's ADD passes the result through and makes nothing, while its DEL
+ * still runs iptables to remove chains that were never made: leaving it
+ * out saves a program per start and several per stop.
+ */
+export function podChain(list: CniConfList, portMappings: readonly PortMapping[]): CniConfList {
+  const plugins = portMappings.length === 0 ? list.plugins.filter((p) => p.type !== 'portmap') : list.plugins.map((p) => (p.type === 'portmap' ? {...p, runtimeConfig: {portMappings}} : p))
+  return {...list, plugins}
 }

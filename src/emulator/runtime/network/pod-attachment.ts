@@ -1,5 +1,6 @@
 import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
-import {type PodAttachment, type PodNetwork, type PortMapping} from './pod-network.js'
+import {type PortMapping} from './config.js'
+import {type PodAttachment, type PodNetwork} from './pod-network.js'
 
 /** Where handlers reach a container on the host network: loopback. */
 export const HostNetworkHandlerHost = '127.0.0.1'

@@ -3,7 +3,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, CniVersion, DefaultCniPath} from './cni.js'
-import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig} from './config.js'
+import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {addNetns, deleteNetns, netnsExists, netnsPath} from './netns.js'
 
@@ -17,13 +17,6 @@ import {addNetns, deleteNetns, netnsExists, netnsPath} from './netns.js'
 
 export const NetnsPrefix = 'vnode-'
 export const PodInterface = 'eth0'
-
-export interface PortMapping {
-  hostPort: number
-  containerPort: number
-  protocol: 'tcp' | 'udp' | 'sctp'
-  hostIP?: string
-}
 
 export interface PodNetworkRequest {
   uid: string
@@ -114,13 +107,6 @@ export class PodNetwork {
     }
   }
 
-  private withPorts(portMappings: PortMapping[]): CniConfList {
-    return {
-      ...this.list,
-      plugins: this.list.plugins.map((p) => (p.type === 'portmap' ? {...p, runtimeConfig: {portMappings}} : p)),
-    }
-  }
-
   private static loopback: CniConfList = {cniVersion: CniVersion, name: 'vnode-loopback', plugins: [{type: 'loopback'}]}
 
   /** The pod's namespace and address, made now or adopted from an earlier run. */
@@ -129,7 +115,7 @@ export class PodNetwork {
     if (kept) return kept
     await this.ensureBridge()
     const netns = await addNetns(NetnsPrefix + req.uid)
-    const list = this.withPorts(req.portMappings)
+    const list = podChain(this.list, req.portMappings)
     try {
       await cniAdd(PodNetwork.loopback, this.invocation(req, 'lo'), this.cniPath)
       const result = await cniAdd(list, this.invocation(req, PodInterface), this.cniPath)
@@ -166,7 +152,7 @@ export class PodNetwork {
   async detach(uid: string): Promise<void> {
     const rec = await this.readRecord(uid)
     if (rec) {
-      await cniDel(this.withPorts(rec.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
+      await cniDel(podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
     }
     await deleteNetns(NetnsPrefix + uid)
     await rm(this.recordFile(uid), {force: true})
