@@ -35,9 +35,10 @@ export function judge(rows) {
   const nr = get(`start-${nw}-network`, 'p99/plain')
   goal(`pod network start p99 within 1.5x of plain (${nw} pods, same run)`, [nr], nr <= 1.5,
     `${nr}x (${get(`start-${nw}-network`, 'p99/sandbox')}x the sandbox alone, which it runs in): before its containers start, each pod waits for ` +
-      '`ip netns add` and three CNI plugins (loopback, bridge with host-local, portmap), four programs started for one call each, ' +
-      `on the same 2 cores as the API server and the other pods' starts. What would fix it: fewer program starts per pod ` +
-      '(portmap only for pods with a hostPort; the loopback brought up by the call that makes the namespace).')
+      '`ip netns add` and the CNI plugins loopback and bridge (which runs host-local; portmap runs only for a pod with a hostPort), ' +
+      `four programs started for one call each, on the same 2 cores as the API server and the other pods' starts; ` +
+      "bridge's ADD alone (a veth pair, an address, routes) takes about 35 ms. What would fix it: fewer program starts per pod " +
+      '(the loopback brought up by the call that makes the namespace), or the namespaces and veths of a burst made in fewer calls.')
   for (const mode of ['plain', 'sandbox', 'cgroups', 'network']) {
     const n = sizeOf(new RegExp(`^node-(\\d+)-pods-${mode}$`))
     const pss = get(`node-${n}-pods-${mode}`, 'pss')
