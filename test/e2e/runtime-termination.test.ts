@@ -40,6 +40,42 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
     expect(e).toMatchObject({type: 'Normal', message: 'Stopping container app'})
   })
 
+  test('a container whose main process has exited gets no Killing and no preStop when its pod is deleted while its output drains; a running one beside it does', async () => {
+    const mark = uniqueName('exited')
+    const childMark = uniqueName('exited-child')
+    const hookFile = join(out, 'exited-prestop')
+    // The child leaves the group and keeps the container's stdout open: the instance's output drains for up to 2 s after its main process is gone.
+    const leaver = `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${childMark}*/setInterval(()=>{},1000)'],{detached:true,stdio:['ignore','inherit','inherit']}).unref();setTimeout(()=>process.exit(1),300)`
+    const pod = await h.run({
+      metadata: {name: 'exited'},
+      spec: {
+        terminationGracePeriodSeconds: 5,
+        containers: [
+          nodeContainer('steady', `/*${mark}-steady*/process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1000)`),
+          nodeContainer('leaver', leaver, {lifecycle: {preStop: {exec: {command: [NODE, '-e', `require('fs').appendFileSync('${hookFile}','leaver\\n')`]}}}}),
+        ],
+      },
+    })
+    const [child] = await waitFor(async () => {
+      const c = await processesMatching(childMark)
+      return c.length === 1 && (await processesMatching(`/*${mark}*/`)).length === 0 ? c : undefined
+    }, 'the leaver gone and its child running', 20_000, 20)
+    try {
+      await h.provider.deletePod(pod, 5)
+      // The running container's Killing is the sign that the node's events of this stop are written.
+      await h.waitEvent('exited', (e) => e.reason === 'Killing' && e.message === 'Stopping container steady', 'Killing steady')
+      expect((await h.events('exited')).filter((e) => e.reason === 'Killing').map((e) => e.message)).toEqual(['Stopping container steady'])
+      expect(existsSync(hookFile)).toBe(false)
+    } finally {
+      try {
+        process.kill(child, 'SIGKILL')
+      } catch {
+        // Already gone: the container's cgroup took it.
+      }
+    }
+    await waitFor(async () => (await processesMatching(mark)).length === 0, 'nothing of the pod left', 10_000, 100)
+  })
+
   test('a process that ignores SIGTERM is SIGKILLed at the deadline: 137', async () => {
     const mark = uniqueName('stubborn')
     const pod = await h.run({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 3, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]}})

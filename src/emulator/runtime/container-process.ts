@@ -108,6 +108,7 @@ export class StartError extends Error {}
 export class ContainerProcess {
   readonly exited: Promise<ExitInfo>
   exit: ExitInfo | undefined
+  private mainExited = false
   private enteredOnce: Promise<void> | undefined
   private readonly outputListeners = new Set<OutputListener>()
 
@@ -130,6 +131,9 @@ export class ContainerProcess {
     /** The process group of the instance: bwrap's in a sandbox (its PID 1 is a member), else the main process's own. */
     private readonly groupId?: number,
   ) {
+    void rawExit.then(() => {
+      this.mainExited = true
+    })
     const drained = Promise.all([log.attach(streams.stdout, 'stdout'), log.attach(streams.stderr, 'stderr')])
     streams.stdout.on('data', (chunk: Buffer) => this.emitOutput('stdout', chunk))
     streams.stderr.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
@@ -153,6 +157,15 @@ export class ContainerProcess {
           })
         }),
     )
+  }
+
+  /**
+   * The main process still runs: the runtime's view of a container's state,
+   * which has exited once its PID 1 has, while its output may still drain
+   * (exit is set only after that).
+   */
+  get running(): boolean {
+    return !this.mainExited && this.exit === undefined
   }
 
   get pgid(): number {

@@ -709,17 +709,21 @@ export class PodRuntime {
   /**
    * Stops one container: Killing event, preStop within the grace, SIGTERM to
    * its process group, SIGKILL at the deadline (never sooner than 2 s after
-   * SIGTERM). A second call can only move the deadline closer.
+   * SIGTERM). A second call can only move the deadline closer. An instance
+   * whose main process has exited (its output still draining) gets no
+   * Killing and no preStop, as the kubelet kills only running containers;
+   * what it left in its process group or cgroup still goes.
    */
   private stopContainer(c: ContainerState, message: string, graceMs: number): Promise<void> {
     c.stopDeadline.moveTo(Math.min(Date.now() + graceMs, this.podDeadline))
     if (c.stopping) return c.stopping
     const proc = c.proc
     if (!proc) return Promise.resolve()
-    this.event(c, 'Normal', 'Killing', message)
+    const running = proc.running
+    if (running) this.event(c, 'Normal', 'Killing', message)
     c.stopping = (async () => {
       const preStop = c.spec.lifecycle?.preStop
-      if (preStop && c.stopDeadline.at > Date.now()) {
+      if (running && preStop && c.stopDeadline.at > Date.now()) {
         const hookAbort = new AbortController()
         const hook = runHook(preStop, this.handlerContext(c, proc), Math.max(0, c.stopDeadline.at - Date.now()), hookAbort.signal)
         // The hook ends, the container exits by itself, or the deadline (which may move closer meanwhile) passes.
