@@ -553,7 +553,7 @@ export class PodRuntime {
       if (r.result === 'failure' && c.proc === proc && !this.abort.signal.aborted) {
         this.event(c, 'Warning', 'FailedPostStartHook', `PostStartHook failed`)
         c.pendingWaiting = {reason: 'PostStartHookError', message: hookErrorMessage(postStart, c.name, this.pod, r)}
-        await this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs())
+        await this.stopContainer(c, `FailedPostStartHook`, this.podGraceMs(), {killingWhenExited: true})
         // The failed sync ends here; the container's exit brings the next one with the relist.
         this.configRetryAt = nextRelist(Date.now() + 1, this.deps.sync)
         this.scheduleWake(this.configRetryAt)
@@ -712,15 +712,17 @@ export class PodRuntime {
    * SIGTERM). A second call can only move the deadline closer. An instance
    * whose main process has exited (its output still draining) gets no
    * Killing and no preStop, as the kubelet kills only running containers;
-   * what it left in its process group or cgroup still goes.
+   * what it left in its process group or cgroup still goes. A failed
+   * postStart hook's kill has its Killing all the same: the kubelet kills
+   * the container it just started without asking the runtime its state.
    */
-  private stopContainer(c: ContainerState, message: string, graceMs: number): Promise<void> {
+  private stopContainer(c: ContainerState, message: string, graceMs: number, {killingWhenExited = false} = {}): Promise<void> {
     c.stopDeadline.moveTo(Math.min(Date.now() + graceMs, this.podDeadline))
     if (c.stopping) return c.stopping
     const proc = c.proc
     if (!proc) return Promise.resolve()
     const running = proc.running
-    if (running) this.event(c, 'Normal', 'Killing', message)
+    if (running || killingWhenExited) this.event(c, 'Normal', 'Killing', message)
     c.stopping = (async () => {
       const preStop = c.spec.lifecycle?.preStop
       if (running && preStop && c.stopDeadline.at > Date.now()) {
