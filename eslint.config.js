@@ -1,14 +1,12 @@
 // Lint for the TypeScript and the scripts: typescript-eslint's recommended
 // rules without type information, fast enough for every `npm test`.
-// Formatting is not part of it: the code keeps its existing conventions.
+// Formatting is prettier's (.prettierrc.json), checked by the same `npm run lint`.
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 /** The Node globals the .mjs scripts use (TypeScript files are checked by tsc instead). */
 const nodeGlobals = Object.fromEntries(
-  ['process', 'console', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'URL', 'performance', 'Buffer', 'AbortController', 'fetch'].map(
-    (name) => [name, 'readonly'],
-  ),
+  ['process', 'console', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate', 'URL', 'performance', 'Buffer', 'AbortController', 'fetch'].map((name) => [name, 'readonly']),
 )
 
 export default tseslint.config(

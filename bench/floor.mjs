@@ -54,7 +54,12 @@ export async function startFloor(kc, nodeName, {qps = 50, burst = 100} = {}) {
       procs.delete(uid)
     }
   }
-  const ctl = await watch.watch('/api/v1/pods', {fieldSelector: `spec.nodeName=${nodeName}`}, (t, p) => void onPod(t, p).catch(() => undefined), () => undefined)
+  const ctl = await watch.watch(
+    '/api/v1/pods',
+    {fieldSelector: `spec.nodeName=${nodeName}`},
+    (t, p) => void onPod(t, p).catch(() => undefined),
+    () => undefined,
+  )
   return {
     async stop() {
       ctl.abort()

@@ -83,7 +83,24 @@ export async function startVnodeTui(cluster, name, args = []) {
   recordNodes(name, stateDir, args)
   const env = {...process.env, TERM: 'xterm-256color'}
   delete env.CI
-  const term = spawnPty(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {cols: 120, rows: 40, env})
+  const term = spawnPty(
+    process.execPath,
+    [
+      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+      cli,
+      'up',
+      '--name',
+      name,
+      '--port',
+      '0',
+      '--state-dir',
+      stateDir,
+      '--kubeconfig',
+      cluster.kubeconfig,
+      ...args,
+    ],
+    {cols: 120, rows: 40, env},
+  )
   let screen = ''
   term.onData((d) => (screen = (screen + d).slice(-20_000)))
   const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))
@@ -117,9 +134,29 @@ export function startVnode(cluster, name, args = []) {
   recordNodes(name, stateDir, args)
   // The scenarios measure the plain mode unless they ask for a sandbox (the sandbox scenario puts both side by side).
   if (!args.includes('--sandbox')) args = [...args, '--sandbox', 'none']
-  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []), cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
+      cli,
+      'up',
+      '--name',
+      name,
+      '--no-tui',
+      '-o',
+      'json',
+      '--port',
+      '0',
+      '--state-dir',
+      stateDir,
+      '--kubeconfig',
+      cluster.kubeconfig,
+      ...args,
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   const lines = []
   let buf = ''
   child.stdout.on('data', (d) => {
@@ -168,7 +205,10 @@ export function startVnode(cluster, name, args = []) {
         if (Date.now() > deadline) throw new Error('missing stats lines')
         await sleep(20)
       }
-      return lines.filter((l) => l.kind === 'stats').slice(-n).map((l) => l.summary)
+      return lines
+        .filter((l) => l.kind === 'stats')
+        .slice(-n)
+        .map((l) => l.summary)
     },
     usage: () => procUsage(child.pid),
     async stop() {

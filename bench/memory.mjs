@@ -35,5 +35,10 @@ export function memoryOf(pids) {
 
 /** The pids of a vnode's runtime: the node process and its sandbox monitors (bwrap, one per sandboxed container). */
 export function vnodeRuntimePids(pid) {
-  return [pid, ...descendants(pid).filter((p) => p.comm === 'bwrap').map((p) => p.pid)]
+  return [
+    pid,
+    ...descendants(pid)
+      .filter((p) => p.comm === 'bwrap')
+      .map((p) => p.pid),
+  ]
 }

@@ -92,7 +92,15 @@ async function namespace() {
   const name = `bench-${++ns}`
   await cluster.core.createNamespace({body: {metadata: {name}}})
   // Pods are admitted once the controller-manager made the namespace's default service account.
-  await waitUntil(() => cluster.core.readNamespacedServiceAccount({name: 'default', namespace: name}).then(() => true, () => false), `service account in ${name}`, 30_000)
+  await waitUntil(
+    () =>
+      cluster.core.readNamespacedServiceAccount({name: 'default', namespace: name}).then(
+        () => true,
+        () => false,
+      ),
+    `service account in ${name}`,
+    30_000,
+  )
   return name
 }
 
@@ -156,14 +164,28 @@ async function costPerPod(vn, nodeName, n, variant = {}) {
     row(scenario, 'configmap-reads', delta('GET configmaps'), 'requests')
     row(scenario, 'configmap-watches (per burst)', delta('WATCH configmaps') * n, 'requests')
     row(scenario, 'token-requests', delta('POST serviceaccounts/token'), 'requests')
-    row(scenario, 'reads', Object.keys(after.byResource).filter((k) => /^GET /.test(k)).reduce((sum, k) => sum + delta(k), 0), 'requests')
+    row(
+      scenario,
+      'reads',
+      Object.keys(after.byResource)
+        .filter((k) => /^GET /.test(k))
+        .reduce((sum, k) => sum + delta(k), 0),
+      'requests',
+    )
     return
   }
   row('cost-per-pod', 'api-writes (no events)', writes, 'requests')
   row('cost-per-pod', 'status-writes', delta('PATCH pods/status'), 'requests')
   row('cost-per-pod', 'deletes', delta('DELETE pods'), 'requests')
   row('cost-per-pod', 'events', delta('POST events') + delta('PATCH events'), 'requests')
-  row('cost-per-pod', 'reads', Object.keys(after.byResource).filter((k) => /^GET /.test(k)).reduce((sum, k) => sum + delta(k), 0), 'requests')
+  row(
+    'cost-per-pod',
+    'reads',
+    Object.keys(after.byResource)
+      .filter((k) => /^GET /.test(k))
+      .reduce((sum, k) => sum + delta(k), 0),
+    'requests',
+  )
   // The API server's own count: only vnode patches pod status; the bench itself sent one DELETE per pod.
   row('cost-per-pod', 'status-writes (API server)', serverDelta('PATCH pods/status'), 'requests')
   row('cost-per-pod', 'deletes (API server, minus the bench)', serverDelta('DELETE pods') - 1, 'requests')
@@ -262,7 +284,11 @@ async function compareModes(asked) {
       })
       if (n) nodes.push(n)
     }
-    if (modes.includes('network') && !nodes.some((n) => n.label === 'sandbox')) nodes.splice(nodes.findIndex((n) => n.label === 'network'), 1)
+    if (modes.includes('network') && !nodes.some((n) => n.label === 'sandbox'))
+      nodes.splice(
+        nodes.findIndex((n) => n.label === 'network'),
+        1,
+      )
     modes.splice(0, modes.length, ...nodes.slice(1).map((n) => n.label))
     if (modes.length === 0) return
     const res = await alternateBursts(nodes)
@@ -363,7 +389,13 @@ try {
     await node()
     await cluster.core.createNode({body: {metadata: {name: 'floor-node'}}})
     const floor = await startFloor(cluster.kc, 'floor-node')
-    const v50 = [], v90 = [], v99 = [], f50 = [], f99 = [], d50 = [], d99 = []
+    const v50 = [],
+      v90 = [],
+      v99 = [],
+      f50 = [],
+      f99 = [],
+      d50 = [],
+      d99 = []
     for (let r = 0; r < size.repeats; r++) {
       const v = await startBurst('bench-node', size.start)
       v50.push(percentile(v.lat, 50))
@@ -430,7 +462,9 @@ try {
       podExtra: {
         automountServiceAccountToken: true,
         volumes: [{name: 'cfg', configMap: {name: 'shared'}}],
-        containers: [{name: 'c', image: 'sleep', command: ['sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'cfg', mountPath: '/cfg'}]}],
+        containers: [
+          {name: 'c', image: 'sleep', command: ['sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'cfg', mountPath: '/cfg'}]},
+        ],
       },
     })
   }
@@ -438,7 +472,10 @@ try {
 
   // 3. Throughput, default QPS/burst and unthrottled.
   if (want('throughput')) {
-    for (const [label, args] of [['qps50', []], ['unthrottled', ['--kube-api-qps', '0']]]) {
+    for (const [label, args] of [
+      ['qps50', []],
+      ['unthrottled', ['--kube-api-qps', '0']],
+    ]) {
       const tp = startVnode(cluster, `tp-${label}`, ['--pods', String(size.throughput + 10), ...args])
       await tp.ready()
       const t0 = performance.now()

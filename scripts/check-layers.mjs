@@ -12,7 +12,7 @@ export const LayerRules = [
   {from: 'src/emulator/pods/', never: ['src/emulator/runtime/'], why: 'the pod workers reach the runtime through the provider interface only'},
   {from: 'src/emulator/', never: ['src/ui/', 'src/cli/', 'src/commands/', 'src/kubectl/', 'src/cluster/'], why: 'the node knows nothing of terminals, commands or the dev control plane'},
   {from: 'src/ui/', never: ['src/emulator/kube/', 'src/cli/', 'src/commands/'], why: 'the ui renders what it is fed and never calls the API server'},
-  {from: 'src/cli/', never: ['src/ui/', 'src/commands/'], why: 'services return data; rendering is the ui\'s'},
+  {from: 'src/cli/', never: ['src/ui/', 'src/commands/'], why: "services return data; rendering is the ui's"},
   {from: 'src/kubectl/', never: ['src/ui/', 'src/cli/', 'src/commands/'], why: 'kubectl-style printing is shared by the cli and the ui'},
   {from: 'src/common/', never: ['src/'], why: 'common helpers are leaves any layer may use'},
 ]

@@ -47,14 +47,7 @@ export async function killPods(session: KubeSession, targets: KillTarget[], opts
   return {failures: results.filter((ok) => !ok).length}
 }
 
-async function killOne(
-  session: KubeSession,
-  target: KillTarget,
-  opts: KillOptions,
-  deadline: number | undefined,
-  started: number,
-  onProgress: (p: KillProgress) => void,
-): Promise<boolean> {
+async function killOne(session: KubeSession, target: KillTarget, opts: KillOptions, deadline: number | undefined, started: number, onProgress: (p: KillProgress) => void): Promise<boolean> {
   let pod: V1Pod
   try {
     pod = await session.core.deleteNamespacedPod({name: target.name, namespace: target.namespace, gracePeriodSeconds: opts.gracePeriodSeconds})
@@ -102,15 +95,7 @@ export function newExits(before: V1Pod | undefined, after: V1Pod): {container: s
   return out
 }
 
-function follow(
-  session: KubeSession,
-  target: KillTarget,
-  initial: V1Pod,
-  until: number,
-  started: number,
-  signal: AbortSignal | undefined,
-  onProgress: (p: KillProgress) => void,
-): Promise<boolean> {
+function follow(session: KubeSession, target: KillTarget, initial: V1Pod, until: number, started: number, signal: AbortSignal | undefined, onProgress: (p: KillProgress) => void): Promise<boolean> {
   const uid = initial.metadata!.uid!
   const watch = new session.lib.Watch(session.kc)
   const ns = encodeURIComponent(target.namespace)
@@ -146,10 +131,13 @@ function follow(
       lastStatus = s
     }
     timers.push(
-      setTimeout(() => {
-        onProgress({kind: 'timeout', target, elapsedMs: Date.now() - started})
-        finish(false)
-      }, Math.max(0, until - Date.now())),
+      setTimeout(
+        () => {
+          onProgress({kind: 'timeout', target, elapsedMs: Date.now() - started})
+          finish(false)
+        },
+        Math.max(0, until - Date.now()),
+      ),
     )
 
     const watchPod = async (rv: string | undefined): Promise<void> => {

@@ -26,9 +26,7 @@ export async function vnodeNodeNames(session: KubeSession, node?: string): Promi
 }
 
 export function sortPods(pods: V1Pod[]): V1Pod[] {
-  return pods.sort(
-    (a, b) => (a.metadata?.namespace ?? '').localeCompare(b.metadata?.namespace ?? '') || (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''),
-  )
+  return pods.sort((a, b) => (a.metadata?.namespace ?? '').localeCompare(b.metadata?.namespace ?? '') || (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))
 }
 
 export interface PodList {

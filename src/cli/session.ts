@@ -102,14 +102,7 @@ export function kubectlErrorText(error: unknown, session: Pick<KubeSession, 'ser
 /** Is this an API or transport error (printed kubectl's way) rather than a bug or a user error? */
 export function isKubeError(error: unknown): boolean {
   const e = error as {name?: string; code?: unknown; type?: string}
-  return (
-    statusCode(error) !== undefined ||
-    typeof e?.code === 'string' ||
-    e?.name === 'FetchError' ||
-    e?.name === 'AbortError' ||
-    e?.name === 'TimeoutError' ||
-    e?.type === 'aborted'
-  )
+  return statusCode(error) !== undefined || typeof e?.code === 'string' || e?.name === 'FetchError' || e?.name === 'AbortError' || e?.name === 'TimeoutError' || e?.type === 'aborted'
 }
 
 /** Prints an API error kubectl's way on stderr and exits 1 (main prints nothing more for an ExitError). */

@@ -129,16 +129,16 @@ interface Pki {
 async function createPki(dir: string): Promise<Pki> {
   const pki = join(dir, 'pki')
   const ca = await createCa(pki, 'vnode-cluster-ca')
-  const sans = [
-    'localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc',
-    'kubernetes.default.svc.cluster.local', '127.0.0.1', '10.0.0.1', ...hostAddresses(),
-  ]
+  const sans = ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', '127.0.0.1', '10.0.0.1', ...hostAddresses()]
   return {
     ca,
     apiserver: await issueCert(pki, ca, {name: 'apiserver', commonName: 'kube-apiserver', sans, usage: 'server'}),
     admin: await issueCert(pki, ca, {name: 'admin', commonName: 'kubernetes-admin', organizations: ['system:masters'], usage: 'client'}),
     kubeletClient: await issueCert(pki, ca, {
-      name: 'apiserver-kubelet-client', commonName: 'kube-apiserver-kubelet-client', organizations: ['system:masters'], usage: 'client',
+      name: 'apiserver-kubelet-client',
+      commonName: 'kube-apiserver-kubelet-client',
+      organizations: ['system:masters'],
+      usage: 'client',
     }),
     controllerManager: await issueCert(pki, ca, {name: 'controller-manager', commonName: 'system:kube-controller-manager', usage: 'client'}),
     scheduler: await issueCert(pki, ca, {name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client'}),
@@ -171,16 +171,12 @@ async function tail(file: string, lines = 15): Promise<string> {
 
 function get(url: string, pki: Pki): Promise<{status: number; body: string}> {
   return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {ca: readFileSync(pki.ca.cert), cert: readFileSync(pki.admin.cert), key: readFileSync(pki.admin.key), timeout: 3000},
-      (res) => {
-        let body = ''
-        res.setEncoding('utf8')
-        res.on('data', (c) => (body += c))
-        res.on('end', () => resolve({status: res.statusCode ?? 0, body}))
-      },
-    )
+    const req = request(url, {ca: readFileSync(pki.ca.cert), cert: readFileSync(pki.admin.cert), key: readFileSync(pki.admin.key), timeout: 3000}, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (c) => (body += c))
+      res.on('end', () => resolve({status: res.statusCode ?? 0, body}))
+    })
     req.on('timeout', () => req.destroy(new Error('timeout')))
     req.on('error', reject)
     req.end()
@@ -199,7 +195,11 @@ async function waitReady(state: ClusterState, pki: Pki, timeoutMs: number, log: 
     try {
       const res = await get(`${state.server}/readyz`, pki)
       if (res.status === 200) return
-      last = res.body.split('\n').filter((l) => l.includes('failed')).join(', ') || `HTTP ${res.status}`
+      last =
+        res.body
+          .split('\n')
+          .filter((l) => l.includes('failed'))
+          .join(', ') || `HTTP ${res.status}`
     } catch (error) {
       last = (error as Error).message
     }
@@ -232,7 +232,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   const distinctFreePort = async (): Promise<number> => {
     for (;;) {
       const p = await freePort()
-      if (!handedOut.has(p)) return handedOut.add(p), p
+      if (!handedOut.has(p)) return (handedOut.add(p), p)
     }
   }
   const apiserverPort = opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await distinctFreePort() : opts.port
@@ -258,44 +258,72 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   const etcdPeer = `http://127.0.0.1:${ports.etcdPeer}`
   const args: Record<Component, string[]> = {
     etcd: [
-      '--name=vnode', `--data-dir=${join(opts.dir, 'etcd')}`,
-      `--listen-client-urls=${etcdClient}`, `--advertise-client-urls=${etcdClient}`,
-      `--listen-peer-urls=${etcdPeer}`, `--initial-advertise-peer-urls=${etcdPeer}`,
-      `--initial-cluster=vnode=${etcdPeer}`, '--log-level=warn',
+      '--name=vnode',
+      `--data-dir=${join(opts.dir, 'etcd')}`,
+      `--listen-client-urls=${etcdClient}`,
+      `--advertise-client-urls=${etcdClient}`,
+      `--listen-peer-urls=${etcdPeer}`,
+      `--initial-advertise-peer-urls=${etcdPeer}`,
+      `--initial-cluster=vnode=${etcdPeer}`,
+      '--log-level=warn',
       // A local, disposable cluster: skipping fsync makes it several times faster on shared disks.
       '--unsafe-no-fsync',
     ],
     'kube-apiserver': [
       ...aggregationArgs(pki.frontProxy),
-      `--etcd-servers=${etcdClient}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1',
-      `--secure-port=${ports.apiserver}`, `--cert-dir=${join(opts.dir, 'pki')}`,
-      `--tls-cert-file=${pki.apiserver.cert}`, `--tls-private-key-file=${pki.apiserver.key}`,
+      `--etcd-servers=${etcdClient}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${ports.apiserver}`,
+      `--cert-dir=${join(opts.dir, 'pki')}`,
+      `--tls-cert-file=${pki.apiserver.cert}`,
+      `--tls-private-key-file=${pki.apiserver.key}`,
       `--client-ca-file=${pki.ca.cert}`,
-      `--kubelet-client-certificate=${pki.kubeletClient.cert}`, `--kubelet-client-key=${pki.kubeletClient.key}`,
+      `--kubelet-client-certificate=${pki.kubeletClient.cert}`,
+      `--kubelet-client-key=${pki.kubeletClient.key}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-      `--service-account-key-file=${pki.sa.pub}`, `--service-account-signing-key-file=${pki.sa.key}`,
-      `--service-cluster-ip-range=${ServiceClusterIpRange}`, '--authorization-mode=Node,RBAC',
+      `--service-account-key-file=${pki.sa.pub}`,
+      `--service-account-signing-key-file=${pki.sa.key}`,
+      `--service-cluster-ip-range=${ServiceClusterIpRange}`,
+      '--authorization-mode=Node,RBAC',
       // kubeadm's order: a node's Hostname often resolves to loopback, which the API server refuses to proxy to.
       '--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname',
-      '--allow-privileged=true', '--profiling=false', '--v=0',
+      '--allow-privileged=true',
+      '--profiling=false',
+      '--v=0',
       ...(opts.apiserverArgs ?? []),
     ],
     'kube-controller-manager': [
-      `--kubeconfig=${cmKubeconfig}`, `--authentication-kubeconfig=${cmKubeconfig}`, `--authorization-kubeconfig=${cmKubeconfig}`,
-      '--bind-address=127.0.0.1', `--secure-port=${ports.controllerManager}`, '--leader-elect=false',
-      `--service-account-private-key-file=${pki.sa.key}`, `--root-ca-file=${pki.ca.cert}`,
-      `--cluster-signing-cert-file=${pki.ca.cert}`, `--cluster-signing-key-file=${pki.ca.key}`,
-      '--use-service-account-credentials=true', `--cert-dir=${join(opts.dir, 'pki', 'controller-manager')}`,
+      `--kubeconfig=${cmKubeconfig}`,
+      `--authentication-kubeconfig=${cmKubeconfig}`,
+      `--authorization-kubeconfig=${cmKubeconfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${ports.controllerManager}`,
+      '--leader-elect=false',
+      `--service-account-private-key-file=${pki.sa.key}`,
+      `--root-ca-file=${pki.ca.cert}`,
+      `--cluster-signing-cert-file=${pki.ca.cert}`,
+      `--cluster-signing-key-file=${pki.ca.key}`,
+      '--use-service-account-credentials=true',
+      `--cert-dir=${join(opts.dir, 'pki', 'controller-manager')}`,
       ...(opts.nodeMonitorGracePeriod ? [`--node-monitor-grace-period=${opts.nodeMonitorGracePeriod}`] : []),
-      '--node-monitor-period=2s', '--profiling=false',
+      '--node-monitor-period=2s',
+      '--profiling=false',
       // Each node gets spec.podCIDR, which a pod network takes its addresses from.
-      '--allocate-node-cidrs=true', `--cluster-cidr=${ClusterPodCidr}`, `--node-cidr-mask-size=${NodeCidrMaskSize}`,
+      '--allocate-node-cidrs=true',
+      `--cluster-cidr=${ClusterPodCidr}`,
+      `--node-cidr-mask-size=${NodeCidrMaskSize}`,
       `--service-cluster-ip-range=${ServiceClusterIpRange}`,
     ],
     'kube-scheduler': [
-      `--kubeconfig=${schedKubeconfig}`, `--authentication-kubeconfig=${schedKubeconfig}`, `--authorization-kubeconfig=${schedKubeconfig}`,
-      '--bind-address=127.0.0.1', `--secure-port=${ports.scheduler}`, '--leader-elect=false',
-      `--cert-dir=${join(opts.dir, 'pki', 'scheduler')}`, '--profiling=false',
+      `--kubeconfig=${schedKubeconfig}`,
+      `--authentication-kubeconfig=${schedKubeconfig}`,
+      `--authorization-kubeconfig=${schedKubeconfig}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${ports.scheduler}`,
+      '--leader-elect=false',
+      `--cert-dir=${join(opts.dir, 'pki', 'scheduler')}`,
+      '--profiling=false',
     ],
   }
   try {
@@ -311,10 +339,15 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
     }
     if (opts.services) {
       state.services = await startServices({
-        dir: opts.dir, server, ca: pki.ca, kubectl: bins.kubectl, serviceCidr: ServiceClusterIpRange,
+        dir: opts.dir,
+        server,
+        ca: pki.ca,
+        kubectl: bins.kubectl,
+        serviceCidr: ServiceClusterIpRange,
         hostIp: hostAddresses()[0],
         kubeconfigYaml: (user, name) => kubeconfigYaml(server, pki.ca.cert, user, name),
-        spawn: spawnDaemon, log,
+        spawn: spawnDaemon,
+        log,
       })
       await writeState(state)
     }

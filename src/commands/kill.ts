@@ -8,12 +8,7 @@ export default class Kill extends Command {
     'Deletes each pod as kubectl delete does; the node running it signals its processes, waits up to the grace period, ' +
     'reports each container exit and removes the object. With --wait (the default) the progress is shown per pod until the object is gone.'
 
-  static override examples = [
-    'kubectl vnode kill web-0',
-    'kubectl vnode kill -n shop -l app=cart --grace-period 5',
-    'kubectl vnode kill stuck-pod --force',
-    'kubectl vnode kill web-0 web-1 --no-wait',
-  ]
+  static override examples = ['kubectl vnode kill web-0', 'kubectl vnode kill -n shop -l app=cart --grace-period 5', 'kubectl vnode kill stuck-pod --force', 'kubectl vnode kill web-0 web-1 --no-wait']
 
   static override strict = false
   static override args = {pods: Args.string({description: 'pod names', required: false})}

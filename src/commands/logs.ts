@@ -3,12 +3,7 @@ import {kubeFlags, namespaceFlag} from '../cli/flags.js'
 
 export default class Logs extends Command {
   static override summary = "Print a pod's container logs (the pod log API, as kubectl logs), a colour per container"
-  static override examples = [
-    'kubectl vnode logs web-0',
-    'kubectl vnode logs web-0 -c nginx -f --tail 20',
-    'kubectl vnode logs job-x --previous --timestamps',
-    'kubectl vnode logs web-0 --since 5m',
-  ]
+  static override examples = ['kubectl vnode logs web-0', 'kubectl vnode logs web-0 -c nginx -f --tail 20', 'kubectl vnode logs job-x --previous --timestamps', 'kubectl vnode logs web-0 --since 5m']
 
   static override args = {pod: Args.string({description: 'pod name', required: true})}
 

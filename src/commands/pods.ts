@@ -7,12 +7,7 @@ const Formats = ['wide', 'json', 'yaml', 'name'] as const
 
 export default class Pods extends Command {
   static override summary = 'List the pods of vnode nodes (kubectl get pods, limited to nodes run by vnode)'
-  static override examples = [
-    'kubectl vnode pods',
-    'kubectl vnode pods -A -o wide',
-    'kubectl vnode pods --node dev-laptop -l app=web -w',
-    'kubectl vnode pods -n shop -o yaml',
-  ]
+  static override examples = ['kubectl vnode pods', 'kubectl vnode pods -A -o wide', 'kubectl vnode pods --node dev-laptop -l app=web -w', 'kubectl vnode pods -n shop -o yaml']
 
   static override flags = {
     ...kubeFlags,
@@ -45,8 +40,7 @@ export default class Pods extends Command {
       }
       const {watchVnodePods} = await import('../cli/pods-service.js')
       const live = render.liveTableWanted(output as PodsFormat)
-      const start = (onEvent: Parameters<typeof watchVnodePods>[3]) =>
-        watchVnodePods(session, query, list, onEvent, (e) => process.stderr.write(`${kubectlErrorText(e, session)}\n`))
+      const start = (onEvent: Parameters<typeof watchVnodePods>[3]) => watchVnodePods(session, query, list, onEvent, (e) => process.stderr.write(`${kubectlErrorText(e, session)}\n`))
       await (live ? render.runLivePodTable : render.runPodWatchLines)(list.pods, opts, start)
     } catch (error) {
       failWithKubeError(error, session)

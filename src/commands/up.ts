@@ -19,11 +19,7 @@ export function parseTaint(s: string): {key: string; value?: string; effect: str
 
 export default class Up extends Command {
   static override summary = 'Register a node with the current cluster and run its pods as local processes'
-  static override examples = [
-    'kubectl vnode up',
-    'kubectl vnode up --name dev-laptop --label team=web --no-tui',
-    'kubectl vnode up --context kind-kind --cpu 4 --memory 8Gi --rm',
-  ]
+  static override examples = ['kubectl vnode up', 'kubectl vnode up --name dev-laptop --label team=web --no-tui', 'kubectl vnode up --context kind-kind --cpu 4 --memory 8Gi --rm']
 
   static override flags = {
     name: Flags.string({description: 'node name (default: vnode-<hostname>)'}),
@@ -37,7 +33,11 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
-    cgroups: Flags.string({description: 'cgroups for pods and containers (limits enforced, usage from the kernel): auto picks v2, then v1, else none (limits not enforced, a Warning per pod)', options: ['auto', 'v1', 'v2', 'none'], default: 'auto'}),
+    cgroups: Flags.string({
+      description: 'cgroups for pods and containers (limits enforced, usage from the kernel): auto picks v2, then v1, else none (limits not enforced, a Warning per pod)',
+      options: ['auto', 'v1', 'v2', 'none'],
+      default: 'auto',
+    }),
     'pod-max-pids': Flags.integer({description: 'maximum processes per pod (pids.max of the pod cgroup); -1 for no limit', default: -1, min: -1}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command; its entries come before the built-in ones'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
@@ -53,12 +53,13 @@ export default class Up extends Command {
     'authorization-mode': Flags.string({description: 'kubelet API: how requests are authorized', options: ['Webhook', 'AlwaysAllow'], default: 'Webhook'}),
     'client-ca-file': Flags.string({description: 'kubelet API: CA bundle for client certificates (default: the kubeconfig cluster CA)'}),
     sandbox: Flags.string({
-      description: "what pods run inside: auto (namespaces where the host allows them, else none), namespaces (a pod sandbox: mount, PID and UTS namespaces), none (bare host processes)",
+      description: 'what pods run inside: auto (namespaces where the host allows them, else none), namespaces (a pod sandbox: mount, PID and UTS namespaces), none (bare host processes)',
       options: ['auto', 'namespaces', 'none'],
       default: 'auto',
     }),
     'pod-network': Flags.string({
-      description: 'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox, when the API server is not on loopback: in-cluster config must reach it), on, off (the host network)',
+      description:
+        'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox, when the API server is not on loopback: in-cluster config must reach it), on, off (the host network)',
       options: ['auto', 'on', 'off'],
       default: 'auto',
     }),
@@ -90,7 +91,11 @@ export default class Up extends Command {
     })
     if (sandbox.mode === 'none' && flags.sandbox === 'auto') process.stderr.write(`sandbox: none (pods run as bare host processes): ${sandbox.reason}\n`)
     const base: EmulatorOptions = {
-      name: flags.name ?? `vnode-${hostname().toLowerCase().replace(/[^a-z0-9.-]/g, '-')}`,
+      name:
+        flags.name ??
+        `vnode-${hostname()
+          .toLowerCase()
+          .replace(/[^a-z0-9.-]/g, '-')}`,
       kubeconfig: flags.kubeconfig,
       context: flags.context,
       requestTimeoutMs,
@@ -113,7 +118,15 @@ export default class Up extends Command {
           throw new UserError(error.message)
         })
         // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
-        return ProcessProvider.create(ctx, {images, sandbox: sandbox.mode, path: process.env.PATH, cgroups, podPidsLimit: flags['pod-max-pids'], network, dns: {clusterDNS: await clusterDnsFor(ctx.services)}})
+        return ProcessProvider.create(ctx, {
+          images,
+          sandbox: sandbox.mode,
+          path: process.env.PATH,
+          cgroups,
+          podPidsLimit: flags['pod-max-pids'],
+          network,
+          dns: {clusterDNS: await clusterDnsFor(ctx.services)},
+        })
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],

@@ -59,12 +59,26 @@ export async function createCa(dir: string, commonName: string): Promise<CertPai
   const pair = {cert: join(dir, 'ca.crt'), key: join(dir, 'ca.key')}
   if ((await fileExists(pair.cert)) && (await fileExists(pair.key))) return pair
   await openssl([
-    'req', '-x509', '-new', '-nodes',
-    '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-    '-keyout', pair.key, '-out', pair.cert,
-    '-days', String(DefaultCaDays), '-subj', subject(commonName),
-    '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
+    'req',
+    '-x509',
+    '-new',
+    '-nodes',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-keyout',
+    pair.key,
+    '-out',
+    pair.cert,
+    '-days',
+    String(DefaultCaDays),
+    '-subj',
+    subject(commonName),
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign,digitalSignature',
   ])
   await chmod(pair.key, 0o600)
   return pair
@@ -77,24 +91,28 @@ export async function issueCert(dir: string, ca: CertPair, req: CertRequest): Pr
   if ((await fileExists(pair.cert)) && (await fileExists(pair.key))) return pair
   const csr = join(dir, `${req.name}.csr`)
   const eku = {server: 'serverAuth', client: 'clientAuth', both: 'serverAuth,clientAuth'}[req.usage]
-  const ext = [
-    '-addext', 'basicConstraints=critical,CA:FALSE',
-    '-addext', 'keyUsage=critical,digitalSignature,keyEncipherment',
-    '-addext', `extendedKeyUsage=${eku}`,
-  ]
+  const ext = ['-addext', 'basicConstraints=critical,CA:FALSE', '-addext', 'keyUsage=critical,digitalSignature,keyEncipherment', '-addext', `extendedKeyUsage=${eku}`]
   if (req.sans && req.sans.length > 0) ext.push('-addext', `subjectAltName=${subjectAltName(req.sans)}`)
   try {
-    await openssl([
-      'req', '-new', '-nodes',
-      '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-      '-keyout', pair.key, '-out', csr,
-      '-subj', subject(req.commonName, req.organizations), ...ext,
-    ])
+    await openssl(['req', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-keyout', pair.key, '-out', csr, '-subj', subject(req.commonName, req.organizations), ...ext])
     await chmod(pair.key, 0o600)
     await openssl([
-      'x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key,
-      '-set_serial', `0x${randomBytes(16).toString('hex')}`,
-      '-days', String(req.days ?? DefaultCertDays), '-copy_extensions', 'copyall', '-out', pair.cert,
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca.cert,
+      '-CAkey',
+      ca.key,
+      '-set_serial',
+      `0x${randomBytes(16).toString('hex')}`,
+      '-days',
+      String(req.days ?? DefaultCertDays),
+      '-copy_extensions',
+      'copyall',
+      '-out',
+      pair.cert,
     ])
   } finally {
     await rm(csr, {force: true})

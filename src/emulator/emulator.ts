@@ -298,18 +298,22 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
     await this.startKubeletServer(config)
     void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
-    this.lease = new LeaseController(this.clients.coordination, {name: this.opts.name, uid: node.metadata!.uid!}, {
-      renewIntervalMs: this.opts.leaseRenewIntervalMs,
-      onRenew: (at) => {
-        this.lastLeaseRenewal = at
-        this.emit('lease', at)
+    this.lease = new LeaseController(
+      this.clients.coordination,
+      {name: this.opts.name, uid: node.metadata!.uid!},
+      {
+        renewIntervalMs: this.opts.leaseRenewIntervalMs,
+        onRenew: (at) => {
+          this.lastLeaseRenewal = at
+          this.emit('lease', at)
+        },
+        onError: (m) => this.emit('error', m),
+        onLeaseLost: async () => {
+          const n = await this.nodeController.ensureRegistered()
+          return n ? {name: this.opts.name, uid: n.metadata!.uid!} : undefined
+        },
       },
-      onError: (m) => this.emit('error', m),
-      onLeaseLost: async () => {
-        const n = await this.nodeController.ensureRegistered()
-        return n ? {name: this.opts.name, uid: n.metadata!.uid!} : undefined
-      },
-    })
+    )
     this.nodeController.on('registered', (n: V1Node) => {
       this.lease.setOwner({name: this.opts.name, uid: n.metadata!.uid!})
       this.emit('step', 'register', `node ${this.opts.name} re-registered`)
@@ -325,13 +329,16 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await this.nodeController.syncStatus(true)
     await this.recorder.flush()
     if (stopped()) return
-    const watcher = new NodeWatcher({kc: this.clients.kc, core: this.clients.core, name: this.opts.name, counter: this.clients.counter}, {
-      modified: (n) => this.nodeController.observe(n),
-      deleted: () => {
-        this.nodeController.observeDeleted()
-        void this.nodeController.ensureRegistered()
+    const watcher = new NodeWatcher(
+      {kc: this.clients.kc, core: this.clients.core, name: this.opts.name, counter: this.clients.counter},
+      {
+        modified: (n) => this.nodeController.observe(n),
+        deleted: () => {
+          this.nodeController.observeDeleted()
+          void this.nodeController.ensureRegistered()
+        },
       },
-    })
+    )
     this.loops.push(this.lease.run(this.abort.signal, renewedAt), this.nodeController.run(this.abort.signal), watcher.run(this.abort.signal))
     if (this.opts.provider) await this.startPods(this.opts.provider)
     if (stopped()) return
@@ -426,9 +433,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const given = this.opts.kubelet ?? {}
     const providerUsage = () => this.usage()
     const usage = given.usage ?? providerUsage
-    const isRunning =
-      given.isRunning ??
-      (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(this.provider?.usage ? providerUsage : undefined)(pod))
+    const isRunning = given.isRunning ?? (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(this.provider?.usage ? providerUsage : undefined)(pod))
     return {pods: given.pods ?? (() => this.pods()), usage, isRunning}
   }
 
@@ -521,4 +526,3 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     }
   }
 }
-

@@ -22,9 +22,7 @@ export interface PodRow {
 export function podStatus(pod: V1Pod): string {
   const status = pod.status ?? {}
   let reason = status.reason || status.phase || ''
-  const restartableInit = new Set(
-    (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always').map((c) => c.name),
-  )
+  const restartableInit = new Set((pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always').map((c) => c.name))
   const initCount = pod.spec?.initContainers?.length ?? 0
   let initializing = false
   const inits = status.initContainerStatuses ?? []

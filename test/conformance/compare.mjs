@@ -112,7 +112,10 @@ const same = (a, b) => diffPaths(a, b).length === 0
 export function compareTimelines(ref, vn, sampleMs, toleranceMs) {
   const diffs = []
   for (const t of sampleMs) {
-    for (const [mine, other, who] of [[vn, ref, 'vnode'], [ref, vn, 'kubelet']]) {
+    for (const [mine, other, who] of [
+      [vn, ref, 'vnode'],
+      [ref, vn, 'kubelet'],
+    ]) {
       const s = stateAt(mine, t)
       if (!s) continue
       if (statesWithin(other, t - toleranceMs, t + toleranceMs).some((o) => same(o.flat, s.flat))) continue
@@ -157,7 +160,11 @@ export function compareEvents(ref, vn) {
 /** Timing differences beyond tolerance: first Running, first Ready, delete to gone. */
 export function compareTimes(ref, vn, opts) {
   const diffs = []
-  for (const [name, tol] of [['running', opts.startToleranceMs], ['ready', opts.startToleranceMs], ['gone', opts.goneToleranceMs]]) {
+  for (const [name, tol] of [
+    ['running', opts.startToleranceMs],
+    ['ready', opts.startToleranceMs],
+    ['gone', opts.goneToleranceMs],
+  ]) {
     const a = ref[name]
     const b = vn[name]
     if (a === undefined && b === undefined) continue
@@ -168,7 +175,12 @@ export function compareTimes(ref, vn, opts) {
 
 export function globMatch(pattern, text) {
   // `*` matches anything, line breaks too (probe output keeps its newline).
-  const re = new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[\\s\\S]*')}$`)
+  const re = new RegExp(
+    `^${pattern
+      .split('*')
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[\\s\\S]*')}$`,
+  )
   return re.test(text)
 }
 

@@ -90,8 +90,23 @@ export function corpus(ports) {
     ['termination-fallback-logs', pod([c('c', sh('echo last words; exit 1'), {terminationMessagePolicy: 'FallbackToLogsOnError'})], {restartPolicy: 'Never'})],
     ['termination-fallback-ok', pod([c('c', sh('echo fine; exit 0'), {terminationMessagePolicy: 'FallbackToLogsOnError'})], {restartPolicy: 'Never'})],
     // Downward API.
-    ['downward-env', pod([c('c', bb('sleep', '3600'), {env: [{name: 'N', valueFrom: {fieldRef: {fieldPath: 'metadata.name'}}}, {name: 'L', valueFrom: {resourceFieldRef: {resource: 'limits.memory'}}}]})])],
-    ['downward-volume', pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'info', mountPath: '/info'}]})], {volumes: [{name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}]}}]})],
+    [
+      'downward-env',
+      pod([
+        c('c', bb('sleep', '3600'), {
+          env: [
+            {name: 'N', valueFrom: {fieldRef: {fieldPath: 'metadata.name'}}},
+            {name: 'L', valueFrom: {resourceFieldRef: {resource: 'limits.memory'}}},
+          ],
+        }),
+      ]),
+    ],
+    [
+      'downward-volume',
+      pod([c('c', bb('sleep', '3600'), {volumeMounts: [{name: 'info', mountPath: '/info'}]})], {
+        volumes: [{name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}]}}],
+      }),
+    ],
     // Resource limits.
     ['resources-guaranteed', pod([c('c', bb('sleep', '3600'), {resources: {requests: {cpu: '100m', memory: '32Mi'}, limits: {cpu: '100m', memory: '32Mi'}}})])],
     ['resources-burstable', pod([c('c', bb('sleep', '3600'), {resources: {requests: {cpu: '50m', memory: '16Mi'}}})])],
@@ -104,7 +119,20 @@ export function corpus(ports) {
     ['image-never-absent', pod([{name: 'c', image: 'docker.io/library/absent:1.0', imagePullPolicy: 'Never', command: bb('sleep', '3600')}])],
     // The image's own ENTRYPOINT/CMD, args, env expansion, working directory.
     ['image-entrypoint-args', pod([{name: 'c', image: BusyboxImage, imagePullPolicy: 'Never', args: ['-c', 'echo $$HOME; exit 0']}], {restartPolicy: 'Never'})],
-    ['env-expansion', pod([c('c', sh('echo $(A)-$(B); exit 0'), {env: [{name: 'A', value: 'a'}, {name: 'B', value: '$(A)b'}]})], {restartPolicy: 'Never'})],
+    [
+      'env-expansion',
+      pod(
+        [
+          c('c', sh('echo $(A)-$(B); exit 0'), {
+            env: [
+              {name: 'A', value: 'a'},
+              {name: 'B', value: '$(A)b'},
+            ],
+          }),
+        ],
+        {restartPolicy: 'Never'},
+      ),
+    ],
     ['workingdir', pod([c('c', sh('pwd; exit 0'), {workingDir: '/tmp'})], {restartPolicy: 'Never'})],
   ]
   return specs.map(([name, spec, deleteAfter, gracePeriodSeconds]) => ({name, spec, deleteAfter, gracePeriodSeconds}))

@@ -12,7 +12,10 @@ import {repoRoot} from './paths.mjs'
 export const KubeletRecipe = 'k1'
 
 async function exists(path) {
-  return stat(path).then(() => true, () => false)
+  return stat(path).then(
+    () => true,
+    () => false,
+  )
 }
 
 async function cluster() {
@@ -40,10 +43,7 @@ export async function buildKubelet(log = (line) => console.error(line)) {
   const moduleDir = join(paths.cacheRoot(), 'kubelet', `module-${version}`)
   await mkdir(moduleDir, {recursive: true})
   for (const f of ['go.mod', 'go.sum']) await copyFile(join(paths.controlPlaneModuleDir(), f), join(moduleDir, f))
-  await writeFile(
-    join(moduleDir, 'tools.go'),
-    '//go:build tools\n\npackage controlplane\n\nimport _ "k8s.io/kubernetes/cmd/kubelet"\n',
-  )
+  await writeFile(join(moduleDir, 'tools.go'), '//go:build tools\n\npackage controlplane\n\nimport _ "k8s.io/kubernetes/cmd/kubelet"\n')
   const started = Date.now()
   log(`kubelet ${version}: building k8s.io/kubernetes/cmd/kubelet -> ${target}`)
   const tmp = `${target}.tmp-${process.pid}`

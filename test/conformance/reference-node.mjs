@@ -37,7 +37,14 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 export function missingPrerequisites() {
   const missing = []
   if (process.getuid?.() !== 0) missing.push('root')
-  for (const [what, path] of [['containerd', '/usr/bin/containerd'], ['runc', '/usr/sbin/runc'], ['ctr', '/usr/bin/ctr'], ['CNI bridge plugin', `${CniBinDir}/bridge`], ['busybox-static', '/bin/busybox'], ['gcc', '/usr/bin/gcc']]) {
+  for (const [what, path] of [
+    ['containerd', '/usr/bin/containerd'],
+    ['runc', '/usr/sbin/runc'],
+    ['ctr', '/usr/bin/ctr'],
+    ['CNI bridge plugin', `${CniBinDir}/bridge`],
+    ['busybox-static', '/bin/busybox'],
+    ['gcc', '/usr/bin/gcc'],
+  ]) {
     if (!existsSync(path)) missing.push(`${what} (${path})`)
   }
   return missing
@@ -103,15 +110,25 @@ state = "${r.dir}/containerd/state"
 function cniConfig(r) {
   // isGateway off: the bridge plugin would turn on ip_forward. The bridge's
   // address is set here instead, so the kubelet's probes reach the pods.
-  return JSON.stringify({
-    cniVersion: '0.4.0',
-    name: r.bridge,
-    plugins: [
-      {type: 'bridge', bridge: r.bridge, isGateway: false, ipMasq: false, hairpinMode: true,
-        ipam: {type: 'host-local', ranges: [[{subnet: r.subnet, gateway: r.gateway}]], dataDir: `${r.dir}/cni/ipam`}},
-      {type: 'portmap', capabilities: {portMappings: true}, snat: false},
-    ],
-  }, null, 2)
+  return JSON.stringify(
+    {
+      cniVersion: '0.4.0',
+      name: r.bridge,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge: r.bridge,
+          isGateway: false,
+          ipMasq: false,
+          hairpinMode: true,
+          ipam: {type: 'host-local', ranges: [[{subnet: r.subnet, gateway: r.gateway}]], dataDir: `${r.dir}/cni/ipam`},
+        },
+        {type: 'portmap', capabilities: {portMappings: true}, snat: false},
+      ],
+    },
+    null,
+    2,
+  )
 }
 
 function kubeletConfig(r) {
@@ -262,13 +279,20 @@ export async function startReferenceNode({clusterDir, dir, name, log = (l) => co
   const subnet = await pickSubnet(name)
   const base = subnet.split('.').slice(0, 3).join('.')
   const r = {
-    name, dir, subnet, gateway: `${base}.1`,
+    name,
+    dir,
+    subnet,
+    gateway: `${base}.1`,
     bridge: `vn${createHash('sha256').update(name).digest('hex').slice(0, 10)}`,
     socket: join(dir, 'containerd', 'containerd.sock'),
     caCert: join(clusterDir, 'pki', 'ca.crt'),
     nodeIp: hostAddresses()[0] ?? '127.0.0.1',
-    port: await freePort('0.0.0.0'), healthzPort: await freePort(),
-    pids: {}, tunables: await readTunables(), kubelet, server: cluster.server,
+    port: await freePort('0.0.0.0'),
+    healthzPort: await freePort(),
+    pids: {},
+    tunables: await readTunables(),
+    kubelet,
+    server: cluster.server,
   }
   await writeState(r)
   try {
@@ -293,22 +317,37 @@ export async function startReferenceNode({clusterDir, dir, name, log = (l) => co
     await writeState(r)
     await waitFor('containerd', async () => (await ctr(r, ['version'])).exitCode === 0, 20_000)
     const v = pinnedVersions().kubernetes
-    for (const [file, make] of [['busybox.tar', makeBusyboxImage], ['pause.tar', (o) => makePauseImage(o, v)]]) {
+    for (const [file, make] of [
+      ['busybox.tar', makeBusyboxImage],
+      ['pause.tar', (o) => makePauseImage(o, v)],
+    ]) {
       const tar = join(dir, 'images', file)
       await make(tar)
       await ctr(r, ['images', 'import', tar])
     }
     log(`reference node ${name}: kubelet ${v}`)
-    r.pids.kubelet = daemon(kubelet, [
-      `--config=${join(dir, 'kubelet-config.yaml')}`, `--kubeconfig=${join(dir, 'kubeconfig')}`,
-      `--root-dir=${join(dir, 'kubelet')}`, `--cert-dir=${join(dir, 'kubelet', 'pki')}`,
-      `--hostname-override=${name}`, `--node-ip=${r.nodeIp}`, '--v=1',
-    ], join(dir, 'logs', 'kubelet.log'))
+    r.pids.kubelet = daemon(
+      kubelet,
+      [
+        `--config=${join(dir, 'kubelet-config.yaml')}`,
+        `--kubeconfig=${join(dir, 'kubeconfig')}`,
+        `--root-dir=${join(dir, 'kubelet')}`,
+        `--cert-dir=${join(dir, 'kubelet', 'pki')}`,
+        `--hostname-override=${name}`,
+        `--node-ip=${r.nodeIp}`,
+        '--v=1',
+      ],
+      join(dir, 'logs', 'kubelet.log'),
+    )
     await writeState(r)
-    await waitFor('the Node to be Ready', async () => {
-      if (!alive(r.pids.kubelet)) throw new Error('reference node: the kubelet exited')
-      return nodeReady(dir, name)
-    }, DefaultReadyTimeoutMs)
+    await waitFor(
+      'the Node to be Ready',
+      async () => {
+        if (!alive(r.pids.kubelet)) throw new Error('reference node: the kubelet exited')
+        return nodeReady(dir, name)
+      },
+      DefaultReadyTimeoutMs,
+    )
     // The kubelet sets kernel tunables once at start (panic on oops would reboot a shared machine).
     await restoreTunables(r.tunables)
     log(`reference node ${name}: Ready`)
@@ -347,7 +386,11 @@ async function stopPid(pid, timeoutMs) {
 export async function mountsUnder(dir) {
   const text = await readFile('/proc/self/mountinfo', 'utf8')
   const unescape = (s) => s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
-  return text.split('\n').map((l) => unescape(l.split(' ')[4] ?? '')).filter((m) => m === dir || m.startsWith(`${dir}/`)).sort((a, b) => b.length - a.length)
+  return text
+    .split('\n')
+    .map((l) => unescape(l.split(' ')[4] ?? ''))
+    .filter((m) => m === dir || m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length)
 }
 
 /** Processes whose cgroup (any hierarchy) is under the node's cgroup root. */
@@ -357,7 +400,11 @@ function processesInCgroupRoot(name) {
     const walk = (p) => {
       if (!existsSync(p)) return
       for (const e of readdirSync(p, {withFileTypes: true})) if (e.isDirectory()) walk(join(p, e.name))
-      const procs = existsSync(join(p, 'cgroup.procs')) ? String(readFileSyncSafe(join(p, 'cgroup.procs'))).split('\n').filter(Boolean) : []
+      const procs = existsSync(join(p, 'cgroup.procs'))
+        ? String(readFileSyncSafe(join(p, 'cgroup.procs')))
+            .split('\n')
+            .filter(Boolean)
+        : []
       pids.push(...procs.map(Number))
     }
     walk(join(CgroupHierarchies, h, name))

@@ -2,7 +2,11 @@
 import {mkdir, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 
-const cell = (v) => String(v ?? '').replace(/\|/g, '\\|').replace(/\n/g, ' ').slice(0, 160)
+const cell = (v) =>
+  String(v ?? '')
+    .replace(/\|/g, '\\|')
+    .replace(/\n/g, ' ')
+    .slice(0, 160)
 
 export async function writeReport({outDir, results, differences, seconds, nodes}) {
   await mkdir(outDir, {recursive: true})

@@ -8,7 +8,18 @@ import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {execa} from 'execa'
-import {compareEvents, compareTimelines, compareTimes, DefaultGoneToleranceMs, DefaultSampleSeconds, DefaultStartToleranceMs, DefaultTimingToleranceMs, documented, eventSequence, normalisePod} from './compare.mjs'
+import {
+  compareEvents,
+  compareTimelines,
+  compareTimes,
+  DefaultGoneToleranceMs,
+  DefaultSampleSeconds,
+  DefaultStartToleranceMs,
+  DefaultTimingToleranceMs,
+  documented,
+  eventSequence,
+  normalisePod,
+} from './compare.mjs'
 import {corpus, Fixtures} from './corpus.mjs'
 import {vnodeImageMap} from './images.mjs'
 import {conformanceDir, repoRoot} from './paths.mjs'
@@ -41,7 +52,11 @@ async function startVnode(dir, kubeconfig, name) {
   const images = join(dir, 'images.yaml')
   await writeFile(images, vnodeImageMap())
   await mkdir(join(dir, 'state'), {recursive: true})
-  const child = spawn(process.execPath, [cli, 'up', '--name', name, '--kubeconfig', kubeconfig, '--no-tui', '-o', 'json', '--state-dir', join(dir, 'state'), '--port', '0', '--images', images, '--rm'], {stdio: ['ignore', 'pipe', 'pipe']})
+  const child = spawn(
+    process.execPath,
+    [cli, 'up', '--name', name, '--kubeconfig', kubeconfig, '--no-tui', '-o', 'json', '--state-dir', join(dir, 'state'), '--port', '0', '--images', images, '--rm'],
+    {stdio: ['ignore', 'pipe', 'pipe']},
+  )
   const exited = new Promise((r) => child.on('exit', r))
   let out = ''
   child.stderr.on('data', (d) => (out = (out + d).slice(-4000)))
@@ -78,7 +93,10 @@ async function prepareNamespace(core, ns) {
   for (const s of Fixtures.secrets) await core.createNamespacedSecret({namespace: ns, body: s})
   // Pods need the namespace's default ServiceAccount, made by the controller manager.
   for (let i = 0; i < 100; i++) {
-    const ok = await core.readNamespacedServiceAccount({name: 'default', namespace: ns}).then(() => true, () => false)
+    const ok = await core.readNamespacedServiceAccount({name: 'default', namespace: ns}).then(
+      () => true,
+      () => false,
+    )
     if (ok) return
     await sleep(200)
   }
@@ -204,10 +222,7 @@ function compareSpec(spec, rec, differences, ctx) {
   // Before the delete: the samples both nodes reached before their delete call. After it: counted from the call,
   // and marked, since termination is where a process node and a container differ most.
   const deleteAt = Math.min(...['kubelet', 'vnode'].map((side) => sides[side].deleteAt ?? Infinity))
-  const sampleMs = [
-    ...DefaultSampleSeconds.map((s) => s * 1000).filter((t) => t < deleteAt),
-    ...DefaultDeleteSampleSeconds.map((s) => DeletePhaseOffsetMs + s * 1000),
-  ]
+  const sampleMs = [...DefaultSampleSeconds.map((s) => s * 1000).filter((t) => t < deleteAt), ...DefaultDeleteSampleSeconds.map((s) => DeletePhaseOffsetMs + s * 1000)]
   const diffs = [
     ...compareTimelines(sides.kubelet.timeline, sides.vnode.timeline, sampleMs, DefaultTimingToleranceMs).map((d) =>
       d.at >= DeletePhaseOffsetMs ? {...d, at: d.at - DeletePhaseOffsetMs, path: `status-deleting ${d.path}`} : {...d, path: `status ${d.path}`},
@@ -222,7 +237,17 @@ function compareSpec(spec, rec, differences, ctx) {
 
 /** Compares a recording (also one saved by an earlier run: `--compare recording.json`) and writes the report. */
 export async function compareRecording({outDir, nodes, specs, rec, differences, seconds}) {
-  const ctx = Object.fromEntries(['kubelet', 'vnode'].map((side) => [side, {names: [[Namespaces[side], '<ns>'], [nodes[side], '<node>']]}]))
+  const ctx = Object.fromEntries(
+    ['kubelet', 'vnode'].map((side) => [
+      side,
+      {
+        names: [
+          [Namespaces[side], '<ns>'],
+          [nodes[side], '<node>'],
+        ],
+      },
+    ]),
+  )
   const results = specs.map((spec) => compareSpec(spec, rec, differences, ctx))
   return writeReport({outDir, results, differences, seconds, nodes})
 }
@@ -234,7 +259,10 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
   const differences = await loadDifferences()
   const dir = await mkdtemp(join(tmpdir(), 'vnode-conformance-'))
   const clusterDir = join(dir, 'cluster')
-  const suffix = dir.slice(-6).toLowerCase().replace(/[^a-z0-9]/g, 'x')
+  const suffix = dir
+    .slice(-6)
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, 'x')
   const nodes = {kubelet: `conformance-kubelet-${suffix}`, vnode: `conformance-vnode-${suffix}`}
   const refDir = join(dir, 'reference')
   let vnode
@@ -278,10 +306,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const run = saved
     ? readFile(saved, 'utf8').then(async (text) => compareRecording({...JSON.parse(text), outDir: opt('--out') ?? join(repoRoot, '.conformance'), differences: await loadDifferences(), seconds: 0}))
     : runConformance({
-    outDir: opt('--out'),
-    windowSeconds: opt('--window') ? Number(opt('--window')) : undefined,
-    only: opt('--only')?.split(','),
-  })
+        outDir: opt('--out'),
+        windowSeconds: opt('--window') ? Number(opt('--window')) : undefined,
+        only: opt('--only')?.split(','),
+      })
   run.then(
     (s) => {
       console.log(s.line)

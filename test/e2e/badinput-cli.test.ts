@@ -88,11 +88,21 @@ current-context: x
     // The default port (10250), taken by us or by someone else: a free one instead, as before.
     const defaultHeld = await holdPort(10250)
     const fallback = uniqueName('dflt')
-    const child = execa(cliPath(), ['up', '--no-tui', '-o', 'json', '--name', fallback, '--rm', '--state-dir', join(dir, fallback)], {env: testEnv(), reject: false, buffer: false, forceKillAfterDelay: false})
+    const child = execa(cliPath(), ['up', '--no-tui', '-o', 'json', '--name', fallback, '--rm', '--state-dir', join(dir, fallback)], {
+      env: testEnv(),
+      reject: false,
+      buffer: false,
+      forceKillAfterDelay: false,
+    })
     try {
       let out = ''
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()))
-      const registered = await waitFor(() => /registered \(.*port (\d+)\)/.exec(out)?.[1], () => `the register step (up printed ${out.slice(-400)})`, 30_000, 50)
+      const registered = await waitFor(
+        () => /registered \(.*port (\d+)\)/.exec(out)?.[1],
+        () => `the register step (up printed ${out.slice(-400)})`,
+        30_000,
+        50,
+      )
       expect(Number(registered)).toBeGreaterThan(0)
       expect(Number(registered)).not.toBe(10250)
     } finally {

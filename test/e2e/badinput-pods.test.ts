@@ -66,8 +66,17 @@ describeE2e('bad input: a corpus of unusual pod specs, each with its own reason,
         for (const x of cases) {
           const name = x.pod.metadata!.name!
           const pod = await readPod(c.core, ns, name)
-          if (!meets(pod, x.expect)) failures.push(`${x.name}: want ${JSON.stringify(x.expect, (_, v: unknown) => (v instanceof RegExp ? String(v) : v))}, have ${JSON.stringify([pod?.status?.phase, pod?.status?.reason, ...[...(pod?.status?.initContainerStatuses ?? []), ...(pod?.status?.containerStatuses ?? [])].map((s) => [s.name.slice(0, 12), s.state, s.ready])])}`)
-          else if (!events.some((e) => e.involvedObject.name === name && e.reason === x.event)) failures.push(`${x.name}: no ${x.event} event (has ${events.filter((e) => e.involvedObject.name === name).map((e) => e.reason).join(',')})`)
+          if (!meets(pod, x.expect))
+            failures.push(
+              `${x.name}: want ${JSON.stringify(x.expect, (_, v: unknown) => (v instanceof RegExp ? String(v) : v))}, have ${JSON.stringify([pod?.status?.phase, pod?.status?.reason, ...[...(pod?.status?.initContainerStatuses ?? []), ...(pod?.status?.containerStatuses ?? [])].map((s) => [s.name.slice(0, 12), s.state, s.ready])])}`,
+            )
+          else if (!events.some((e) => e.involvedObject.name === name && e.reason === x.event))
+            failures.push(
+              `${x.name}: no ${x.event} event (has ${events
+                .filter((e) => e.involvedObject.name === name)
+                .map((e) => e.reason)
+                .join(',')})`,
+            )
         }
         return failures.length === 0
       },

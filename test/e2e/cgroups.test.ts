@@ -74,7 +74,14 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
 
   test('OOMKilled with restartPolicy Always: restarted, lastState OOMKilled, BackOff', async () => {
     await createPod(c.core, podOn(node, ns, 'oom-always', [nodeContainer('hog', hog(mark('oom-always')), {resources: {limits: {memory: '64Mi'}}})]))
-    const p = await waitPod(c.core, ns, 'oom-always', (x) => (containerStatus(x, 'hog')?.restartCount ?? 0) >= 1 && !!containerStatus(x, 'hog')?.lastState?.terminated, 'restarted after an OOM kill', 60_000)
+    const p = await waitPod(
+      c.core,
+      ns,
+      'oom-always',
+      (x) => (containerStatus(x, 'hog')?.restartCount ?? 0) >= 1 && !!containerStatus(x, 'hog')?.lastState?.terminated,
+      'restarted after an OOM kill',
+      60_000,
+    )
     expect(containerStatus(p, 'hog')?.lastState?.terminated).toMatchObject({reason: 'OOMKilled', exitCode: 137})
     expect(p.status?.phase).toBe('Running')
     await waitFor(async () => (await events(c, ns, 'oom-always')).some((e) => e.reason === 'BackOff' && e.type === 'Warning'), 'a BackOff event', 60_000)
@@ -114,12 +121,17 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
     }
 
     // Usage from the cgroups: the busy pod near its limit, the idle one small but not zero (ns precision).
-    const summary = await waitFor(async () => {
-      const r = await kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/stats/summary`])
-      const s = JSON.parse(r.stdout) as {pods: {podRef: {name: string}; cpu: {usageNanoCores?: number; usageCoreNanoSeconds: number}; memory: {workingSetBytes: number}}[]}
-      const idle = s.pods.find((p) => p.podRef.name === 'idle')
-      return idle?.cpu.usageNanoCores !== undefined ? s : undefined
-    }, 'rates in /stats/summary', 30_000, 1000)
+    const summary = await waitFor(
+      async () => {
+        const r = await kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/stats/summary`])
+        const s = JSON.parse(r.stdout) as {pods: {podRef: {name: string}; cpu: {usageNanoCores?: number; usageCoreNanoSeconds: number}; memory: {workingSetBytes: number}}[]}
+        const idle = s.pods.find((p) => p.podRef.name === 'idle')
+        return idle?.cpu.usageNanoCores !== undefined ? s : undefined
+      },
+      'rates in /stats/summary',
+      30_000,
+      1000,
+    )
     const idle = summary.pods.find((p) => p.podRef.name === 'idle')!
     const busy = summary.pods.find((p) => p.podRef.name === 'busy')!
     expect(idle.cpu.usageCoreNanoSeconds).toBeGreaterThan(0)
@@ -171,8 +183,14 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
   }, 60_000)
 
   test('a resize of a resource whose resizePolicy is RestartContainer restarts the container with the new limit', async () => {
-    const policy = [{resourceName: 'memory', restartPolicy: 'RestartContainer'}, {resourceName: 'cpu', restartPolicy: 'NotRequired'}]
-    await createPod(c.core, podOn(node, ns, 'restart', [nodeContainer('app', `/*${mark('restart')}*/setInterval(()=>{},1000)`, {resizePolicy: policy, resources: {requests: {memory: '100Mi'}, limits: {memory: '128Mi'}}})]))
+    const policy = [
+      {resourceName: 'memory', restartPolicy: 'RestartContainer'},
+      {resourceName: 'cpu', restartPolicy: 'NotRequired'},
+    ]
+    await createPod(
+      c.core,
+      podOn(node, ns, 'restart', [nodeContainer('app', `/*${mark('restart')}*/setInterval(()=>{},1000)`, {resizePolicy: policy, resources: {requests: {memory: '100Mi'}, limits: {memory: '128Mi'}}})]),
+    )
     await waitPod(c.core, ns, 'restart', (x) => containerStatus(x, 'app')?.ready === true, 'running')
     const patch = JSON.stringify({spec: {containers: [{name: 'app', resources: {requests: {memory: '100Mi'}, limits: {memory: '256Mi'}}}]}})
     expect((await kubectl(['patch', 'pod', 'restart', '-n', ns, '--subresource', 'resize', '--type', 'strategic', '-p', patch])).exitCode).toBe(0)
@@ -228,7 +246,7 @@ describeE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize,
       await v.ready()
       const bomb = `/*${mark('bomb')}*/const {spawn}=require('child_process');let ok=0,failed=0;for(let i=0;i<100;i++){try{const c=spawn('/bin/sleep',['30'],{stdio:'ignore'});c.on('spawn',()=>ok++);c.on('error',()=>failed++)}catch{failed++}}setTimeout(()=>console.log('spawned '+ok+' failed '+failed),3000);setInterval(()=>{},1000)`
       await createPod(c.core, podOn(bounded, ns, 'bomb', [nodeContainer('app', bomb)]))
-      const line = await waitFor(async () => /spawned (\d+) failed (\d+)/.exec((await kubectl(['logs', '-n', ns, 'bomb'])).stdout) ?? undefined, 'the bomb\'s count', 30_000, 500)
+      const line = await waitFor(async () => /spawned (\d+) failed (\d+)/.exec((await kubectl(['logs', '-n', ns, 'bomb'])).stdout) ?? undefined, "the bomb's count", 30_000, 500)
       // The main process (node with its threads counts as tasks) and its children stay within 40 tasks.
       expect(Number(line[1])).toBeLessThan(40)
       expect(Number(line[2])).toBeGreaterThan(60)

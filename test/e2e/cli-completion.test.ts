@@ -26,9 +26,15 @@ describeE2e('shell completion through kubectl', () => {
     expect((await completions(['up', '--output=j'])).values).toEqual(['--output=json'])
   })
 
-  test("kill and logs complete the names of the pods on vnode nodes, in the namespace given", async () => {
+  test('kill and logs complete the names of the pods on vnode nodes, in the namespace given', async () => {
     for (const name of ['web-0', 'web-1', 'db-0']) {
-      await f.c.core.createNamespacedPod({namespace: ns, body: {metadata: {name}, spec: {nodeName: node, automountServiceAccountToken: false, containers: [{name: 'c', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)']}]}}})
+      await f.c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name},
+          spec: {nodeName: node, automountServiceAccountToken: false, containers: [{name: 'c', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)']}]},
+        },
+      })
     }
     expect(await completions(['kill', '-n', ns, 'web'])).toEqual({values: ['web-0', 'web-1'], directive: ':4'})
     expect((await completions(['logs', '--namespace', ns, ''])).values).toEqual(['db-0', 'web-0', 'web-1'])

@@ -26,8 +26,7 @@ describeE2e('kubectl vnode kill', () => {
       throw error
     }
   }
-  const create = (name: string, labels: Record<string, string> = {}, on = node, command?: string[]) =>
-    c.core.createNamespacedPod({namespace: ns, body: boundPod(name, on, labels, command)})
+  const create = (name: string, labels: Record<string, string> = {}, on = node, command?: string[]) => c.core.createNamespacedPod({namespace: ns, body: boundPod(name, on, labels, command)})
 
   beforeAll(async () => {
     c = await clients()
@@ -53,7 +52,7 @@ describeE2e('kubectl vnode kill', () => {
     expect(pod?.metadata?.deletionGracePeriodSeconds).toBe(20)
   })
 
-  test('--force: grace period 0, the object is removed, progress printed with timings, kubectl\'s warning on stderr', async () => {
+  test("--force: grace period 0, the object is removed, progress printed with timings, kubectl's warning on stderr", async () => {
     await create('forced')
     const r = await vnode(['kill', '-n', ns, 'forced', '--force'])
     expect(r.exitCode).toBe(0)

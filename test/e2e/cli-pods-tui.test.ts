@@ -37,23 +37,49 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
     // The shell's screen is full (the cursor at its bottom), as it is after any earlier command.
     const cmd = `seq 60; KUBECONFIG='${kubeconfigPath()}' '${cliPath()}' pods -n ${ns} -w; echo "EXITED rc=$?"; sleep 60`
     expect((await tmux(['new-session', '-d', '-s', 'watch', '-x', '120', '-y', '30', 'env', '-u', 'CI', 'sh', '-c', cmd])).exitCode).toBe(0)
-    await waitFor(async () => /watching 2 pods/.test(await screen()) && /alpha\s+1\/1\s+Running/.test(lastScreen) && /beta\s+1\/1\s+Running/.test(lastScreen), () => `both pods Running:\n${lastScreen}`, 30_000, 200)
+    await waitFor(
+      async () => /watching 2 pods/.test(await screen()) && /alpha\s+1\/1\s+Running/.test(lastScreen) && /beta\s+1\/1\s+Running/.test(lastScreen),
+      () => `both pods Running:\n${lastScreen}`,
+      30_000,
+      200,
+    )
     // Several redraws: the AGE column moves once a second; then a pod comes and one goes.
     await new Promise((r) => setTimeout(r, 4_000))
     await c.core.createNamespacedPod({namespace: ns, body: pod('gamma')})
-    await waitFor(async () => /watching 3 pods/.test(await screen()) && /gamma\s+1\/1\s+Running/.test(lastScreen), () => `gamma Running:\n${lastScreen}`, 30_000, 200)
+    await waitFor(
+      async () => /watching 3 pods/.test(await screen()) && /gamma\s+1\/1\s+Running/.test(lastScreen),
+      () => `gamma Running:\n${lastScreen}`,
+      30_000,
+      200,
+    )
     await c.core.deleteNamespacedPod({name: 'beta', namespace: ns, gracePeriodSeconds: 0})
-    await waitFor(async () => /watching 2 pods/.test(await screen()) && !/\bbeta\b/.test(lastScreen), () => `beta gone:\n${lastScreen}`, 30_000, 200)
+    await waitFor(
+      async () => /watching 2 pods/.test(await screen()) && !/\bbeta\b/.test(lastScreen),
+      () => `beta gone:\n${lastScreen}`,
+      30_000,
+      200,
+    )
     await new Promise((r) => setTimeout(r, 2_000))
 
     const all = (await history()).split('\n')
     const count = (re: RegExp) => all.filter((l) => re.test(l)).length
-    expect({header: count(/^NAME\s+READY\s+STATUS/), alpha: count(/^alpha\s/), beta: count(/^beta\s/), gamma: count(/^gamma\s/), footer: count(/watching \d+ pods/)}).toEqual({header: 1, alpha: 1, beta: 0, gamma: 1, footer: 1})
+    expect({header: count(/^NAME\s+READY\s+STATUS/), alpha: count(/^alpha\s/), beta: count(/^beta\s/), gamma: count(/^gamma\s/), footer: count(/watching \d+ pods/)}).toEqual({
+      header: 1,
+      alpha: 1,
+      beta: 0,
+      gamma: 1,
+      footer: 1,
+    })
     const visible = (await screen()).split('\n').filter((l) => l.trim() !== '')
     expect(visible.slice(-4).map((l) => l.split(/\s+/)[0])).toEqual(['NAME', 'alpha', 'gamma', 'watching'])
 
     await tmux(['send-keys', '-t', 'watch', 'q'])
-    const after = await waitFor(async () => (/EXITED rc=\d+/.test(await screen()) ? lastScreen : undefined), () => `pods -w to exit:\n${lastScreen}`, 15_000, 200)
+    const after = await waitFor(
+      async () => (/EXITED rc=\d+/.test(await screen()) ? lastScreen : undefined),
+      () => `pods -w to exit:\n${lastScreen}`,
+      15_000,
+      200,
+    )
     expect(after).toContain('EXITED rc=0')
   })
 })

@@ -35,7 +35,11 @@ describeE2e('kubectl vnode pods', () => {
     await c.core.createNamespacedPod({namespace: ns2, body: boundPod('api', node, {app: 'web'})})
     await c.core.createNamespacedPod({namespace: ns1, body: boundPod('elsewhere', plainNode, {app: 'web'})})
     // The vnode node runs its pods; wait until it has.
-    for (const [ns, name] of [[ns1, 'web'], [ns1, 'db'], [ns2, 'api']]) {
+    for (const [ns, name] of [
+      [ns1, 'web'],
+      [ns1, 'db'],
+      [ns2, 'api'],
+    ]) {
       await waitFor(async () => (await c.core.readNamespacedPod({name, namespace: ns})).status?.containerStatuses?.[0]?.ready, `${name} running`, 30_000)
     }
   })
@@ -78,7 +82,12 @@ describeE2e('kubectl vnode pods', () => {
   test('--node picks one node (any node); a missing node is an API error as kubectl prints it', async () => {
     const r = await vnode(['pods', '-n', ns1, '--node', plainNode])
     expect(r.exitCode).toBe(0)
-    expect(r.stdout.split('\n').slice(1).map((l) => l.split(/\s+/)[0])).toEqual(['elsewhere'])
+    expect(
+      r.stdout
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split(/\s+/)[0]),
+    ).toEqual(['elsewhere'])
     const missing = await vnode(['pods', '--node', 'no-such-node'])
     expect(missing.exitCode).toBe(1)
     expect(missing.stderr.trim()).toBe('Error from server (NotFound): nodes "no-such-node" not found')

@@ -25,10 +25,14 @@ describeE2e('kubectl vnode pods / kill / logs with running pods', () => {
     })
 
   const running = (name: string) =>
-    waitFor(async () => {
-      const p = await c.core.readNamespacedPod({name, namespace: ns})
-      return p.status?.phase === 'Running' && p.status.containerStatuses?.[0]?.ready ? p : undefined
-    }, `${name} Running`, 30_000)
+    waitFor(
+      async () => {
+        const p = await c.core.readNamespacedPod({name, namespace: ns})
+        return p.status?.phase === 'Running' && p.status.containerStatuses?.[0]?.ready ? p : undefined
+      },
+      `${name} Running`,
+      30_000,
+    )
 
   test('pods -o wide shows the running process id; logs shows its output', async () => {
     await create('talker', ['node', '-e', `console.log('hello ${marker}'); setInterval(() => {}, 1000)`])
@@ -38,10 +42,14 @@ describeE2e('kubectl vnode pods / kill / logs with running pods', () => {
     const wide = await vnode(['pods', '-n', ns, '-o', 'wide'])
     expect(wide.exitCode).toBe(0)
     expect(wide.stdout).toMatch(new RegExp(`^talker\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeName}\\s+\\S+\\s+${pids[0]}\\s+none\\s*$`, 'm'))
-    const logs = await waitFor(async () => {
-      const r = await vnode(['logs', 'talker', '-n', ns])
-      return r.stdout.includes(`hello ${marker}`) ? r : undefined
-    }, 'logs', 15_000)
+    const logs = await waitFor(
+      async () => {
+        const r = await vnode(['logs', 'talker', '-n', ns])
+        return r.stdout.includes(`hello ${marker}`) ? r : undefined
+      },
+      'logs',
+      15_000,
+    )
     expect(logs.exitCode).toBe(0)
   })
 

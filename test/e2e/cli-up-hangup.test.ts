@@ -50,7 +50,10 @@ describeE2e('kubectl vnode up whose terminal is closed (SIGHUP)', () => {
     await waitFor(async () => (await c.core.readNode({name: node})).status?.conditions?.find((x) => x.type === 'Ready')?.status === 'True', 'the node Ready', 30_000, 200)
     await c.core.createNamespacedPod({
       namespace: ns,
-      body: {metadata: {name: 'app'}, spec: {nodeName: node, terminationGracePeriodSeconds: 5, containers: [{name: 'main', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)', marker]}]}},
+      body: {
+        metadata: {name: 'app'},
+        spec: {nodeName: node, terminationGracePeriodSeconds: 5, containers: [{name: 'main', image: 'node', command: [process.execPath, '-e', 'setInterval(() => {}, 1000)', marker]}]},
+      },
     })
     await waitFor(async () => (await c.core.readNamespacedPod({name: 'app', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'the pod Ready', 30_000, 200)
     expect(await processesMatching(marker)).toHaveLength(1)
@@ -60,10 +63,15 @@ describeE2e('kubectl vnode up whose terminal is closed (SIGHUP)', () => {
     await tmux(['kill-session', '-t', 'hup'])
     // Graceful: the node is cordoned and reported NotReady, then its pods end (PID 1 ignores SIGTERM: up to the 5 s grace).
     let left: string[] = []
-    await waitFor(async () => {
-      left = (await processesMatching(`--name ${node}`, {withRuntime: true})).map((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' '))
-      return left.length === 0
-    }, () => `up and everything it ran to exit (left: ${left.join(' | ')})`, 30_000, 200)
+    await waitFor(
+      async () => {
+        left = (await processesMatching(`--name ${node}`, {withRuntime: true})).map((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' '))
+        return left.length === 0
+      },
+      () => `up and everything it ran to exit (left: ${left.join(' | ')})`,
+      30_000,
+      200,
+    )
     expect(await processesMatching(marker, {withRuntime: true})).toEqual([])
     const n = await c.core.readNode({name: node})
     expect(n.spec?.unschedulable).toBe(true)

@@ -29,10 +29,15 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     const cmd = `KUBECONFIG='${kubeconfigPath()}' '${cliPath()}' up --name ${node} --state-dir '${stateDir}' --port 0; echo "EXITED rc=$?"; sleep 60`
     const started = await tmux(['new-session', '-d', '-s', 'tui', '-x', '120', '-y', '34', 'env', '-u', 'CI', 'sh', '-c', cmd])
     expect(started.exitCode).toBe(0)
-    const first = await waitFor(async () => {
-      const s = await screen('tui')
-      return /Ready=True/.test(s) && /q quit/.test(s) ? s : undefined
-    }, () => `the dashboard:\n${lastScreen}`, 30_000, 200)
+    const first = await waitFor(
+      async () => {
+        const s = await screen('tui')
+        return /Ready=True/.test(s) && /q quit/.test(s) ? s : undefined
+      },
+      () => `the dashboard:\n${lastScreen}`,
+      30_000,
+      200,
+    )
     expect(first).toContain(node)
     expect(first).toMatch(/Kubernetes v\d+\.\d+/)
     expect(first).toMatch(/Ready=True\s+MemoryPressure=False\s+DiskPressure=False\s+PIDPressure=False/)
@@ -56,34 +61,57 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
         namespace: ns,
         body: {
           metadata: {name: 'victim'},
-          spec: {nodeName: node, containers: [{name: 'main', image: 'node', command: ['node', '-e', `process.on('SIGTERM', () => process.exit(0)); console.log('${marker}'); setInterval(() => {}, 1000)`]}]},
+          spec: {
+            nodeName: node,
+            containers: [{name: 'main', image: 'node', command: ['node', '-e', `process.on('SIGTERM', () => process.exit(0)); console.log('${marker}'); setInterval(() => {}, 1000)`]}],
+          },
         },
       })
-      await waitFor(async () => new RegExp(`${ns}\\s+victim\\s+1/1\\s+Running`).test(await screen('tui')), () => `the pod Running on screen:\n${lastScreen}`, 30_000, 200)
+      await waitFor(
+        async () => new RegExp(`${ns}\\s+victim\\s+1/1\\s+Running`).test(await screen('tui')),
+        () => `the pod Running on screen:\n${lastScreen}`,
+        30_000,
+        200,
+      )
       expect(await processesMatching(marker)).toHaveLength(1)
       await tmux(['send-keys', '-t', 'tui', 'x'])
       await waitFor(async () => /\by\b/.test(await screen('tui')) && /victim/.test(lastScreen), 'the kill confirmation', 10_000, 100)
       await tmux(['send-keys', '-t', 'tui', 'y'])
-      await waitFor(async () => {
-        try {
-          await c.core.readNamespacedPod({name: 'victim', namespace: ns})
-          return false
-        } catch (error) {
-          return (error as {code?: number}).code === 404
-        }
-      }, 'the pod to be deleted', 30_000, 200)
+      await waitFor(
+        async () => {
+          try {
+            await c.core.readNamespacedPod({name: 'victim', namespace: ns})
+            return false
+          } catch (error) {
+            return (error as {code?: number}).code === 404
+          }
+        },
+        'the pod to be deleted',
+        30_000,
+        200,
+      )
       expect(await processesMatching(marker)).toEqual([])
       // The table row goes (the event feed may still name the pod).
-      await waitFor(async () => !new RegExp(`${ns}\\s+victim\\s+\\d/1`).test(await screen('tui')), () => `the row to go:\n${lastScreen}`, 10_000, 200)
+      await waitFor(
+        async () => !new RegExp(`${ns}\\s+victim\\s+\\d/1`).test(await screen('tui')),
+        () => `the row to go:\n${lastScreen}`,
+        10_000,
+        200,
+      )
     } finally {
       await deleteNamespace(c.core, ns)
     }
 
     await tmux(['send-keys', '-t', 'tui', 'q'])
-    const after = await waitFor(async () => {
-      const s = await screen('tui')
-      return /EXITED rc=\d+/.test(s) ? s : undefined
-    }, () => `up to exit:\n${lastScreen}`, 30_000, 200)
+    const after = await waitFor(
+      async () => {
+        const s = await screen('tui')
+        return /EXITED rc=\d+/.test(s) ? s : undefined
+      },
+      () => `up to exit:\n${lastScreen}`,
+      30_000,
+      200,
+    )
     expect(after).toContain('EXITED rc=0')
     // Back on the normal screen, the shutdown is summarised.
     expect(after).toContain(`${node}: marking node NotReady and cordoning it`)
@@ -102,7 +130,12 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
     expect((await tmux(['new-session', '-d', '-s', 'stray', '-x', '150', '-y', '40', 'env', '-u', 'CI', 'sh', '-c', cmd])).exitCode).toBe(0)
     try {
       const header = new RegExp(`^${name} on https://`)
-      await waitFor(async () => /Ready=True/.test(await screen('stray')) && /q quit/.test(lastScreen), () => `the dashboard:\n${lastScreen}`, 30_000, 200)
+      await waitFor(
+        async () => /Ready=True/.test(await screen('stray')) && /q quit/.test(lastScreen),
+        () => `the dashboard:\n${lastScreen}`,
+        30_000,
+        200,
+      )
       expect((await screen('stray')).split('\n')[0]).toMatch(header)
       // What a background job (the demo's `kubectl apply` once) does: write on the terminal the dashboard owns.
       const tty = (await tmux(['display-message', '-p', '-t', 'stray', '#{pane_tty}'])).stdout.trim()
@@ -124,7 +157,12 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
       expect(lines.filter((l) => header.test(l))).toHaveLength(1)
     } finally {
       await tmux(['send-keys', '-t', 'stray', 'q'])
-      await waitFor(async () => /EXITED rc=\d+/.test(await screen('stray')), () => `up to exit:\n${lastScreen}`, 30_000, 200)
+      await waitFor(
+        async () => /EXITED rc=\d+/.test(await screen('stray')),
+        () => `up to exit:\n${lastScreen}`,
+        30_000,
+        200,
+      )
       await c.core.deleteNode({name}).catch(() => undefined)
     }
   })

@@ -41,23 +41,38 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
     // and its APIService is Available once its storage holds any: on a real kubelet too, `kubectl top`
     // answers a little while after the node is up.
     let last = ''
-    await waitFor(async () => {
-      const r = await kubectl(['get', 'apiservice', 'v1beta1.metrics.k8s.io', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")]}'])
-      last = r.stdout
-      return r.exitCode === 0 && JSON.parse(r.stdout || '{}').status === 'True'
-    }, () => `the Metrics APIService to be Available (last: ${last})`, 90_000, 1000)
-    const top = await waitFor(async () => {
-      const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
-      last = r.stdout + r.stderr
-      const names = r.stdout.split('\n').map((l) => l.split(/\s+/)[0])
-      return r.exitCode === 0 && pods.every((p) => names.includes(p)) ? r.stdout : undefined
-    }, () => `kubectl top pod to list both pods (last: ${last})`, 120_000, 2000)
+    await waitFor(
+      async () => {
+        const r = await kubectl(['get', 'apiservice', 'v1beta1.metrics.k8s.io', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")]}'])
+        last = r.stdout
+        return r.exitCode === 0 && JSON.parse(r.stdout || '{}').status === 'True'
+      },
+      () => `the Metrics APIService to be Available (last: ${last})`,
+      90_000,
+      1000,
+    )
+    const top = await waitFor(
+      async () => {
+        const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
+        last = r.stdout + r.stderr
+        const names = r.stdout.split('\n').map((l) => l.split(/\s+/)[0])
+        return r.exitCode === 0 && pods.every((p) => names.includes(p)) ? r.stdout : undefined
+      },
+      () => `kubectl top pod to list both pods (last: ${last})`,
+      120_000,
+      2000,
+    )
     for (const line of top.trim().split('\n')) expect(line).toMatch(/^top-[ab]\s+\d+m\s+\d+Mi\s*$/)
-    const nodeTop = await waitFor(async () => {
-      const r = await kubectl(['top', 'node', node, '--no-headers'])
-      last = r.stdout + r.stderr
-      return r.exitCode === 0 ? r.stdout : undefined
-    }, () => `kubectl top node (last: ${last})`, 60_000, 2000)
+    const nodeTop = await waitFor(
+      async () => {
+        const r = await kubectl(['top', 'node', node, '--no-headers'])
+        last = r.stdout + r.stderr
+        return r.exitCode === 0 ? r.stdout : undefined
+      },
+      () => `kubectl top node (last: ${last})`,
+      60_000,
+      2000,
+    )
     expect(nodeTop).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
   }, 300_000)
 
@@ -85,10 +100,15 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
     const clusterIp = svc.spec!.clusterIP!
     await waitFor(async () => (await c.core.readNamespacedPod({name: 'web', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'web ready', 30_000)
     await assertLocalRoute(clusterIp, [ServiceRouteInterface])
-    const res = await waitFor(async () => {
-      const r = await httpGet(clusterIp, 80)
-      return r.body === 'hello-from-web' ? r : undefined
-    }, `GET http://${clusterIp}/ through kube-proxy`, 60_000, 500)
+    const res = await waitFor(
+      async () => {
+        const r = await httpGet(clusterIp, 80)
+        return r.body === 'hello-from-web' ? r : undefined
+      },
+      `GET http://${clusterIp}/ through kube-proxy`,
+      60_000,
+      500,
+    )
     expect(res.status).toBe(200)
     expect(await natRules()).toContain(`${ns}/web`)
 

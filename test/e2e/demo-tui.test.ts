@@ -41,7 +41,12 @@ describeE2e('the demo on a terminal (tmux 150x40)', () => {
     expect(lines.filter((l) => /deployment\.apps\/hello/.test(l))).toEqual([])
 
     await tmux(['send-keys', '-t', 'demo', 'q'])
-    const after = await waitFor(async () => (/EXITED rc=\d+/.test(await screen()) ? lastScreen : undefined), () => `the demo to exit:\n${lastScreen}`, 60_000, 300)
+    const after = await waitFor(
+      async () => (/EXITED rc=\d+/.test(await screen()) ? lastScreen : undefined),
+      () => `the demo to exit:\n${lastScreen}`,
+      60_000,
+      300,
+    )
     expect(after).toContain('EXITED rc=0')
     // Back on the normal screen: the apply came before the node started, the shutdown after.
     const normal = (await tmux(['capture-pane', '-p', '-S', '-', '-E', '-', '-t', 'demo'])).stdout

@@ -7,7 +7,22 @@ import {request as httpsRequest} from 'node:https'
 import {createServer} from 'node:net'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {
+  clients,
+  type Clients,
+  createNamespace,
+  deleteNamespace,
+  describeE2e,
+  kubectl,
+  processesMatching,
+  runDir,
+  startVnode,
+  stopAllVnodes,
+  testEnv,
+  uniqueName,
+  type VnodeProcess,
+  waitFor,
+} from './helpers.js'
 
 const NODE = process.execPath
 const kubectlBin = () => join(process.env[E2eEnv.binDir]!, 'kubectl')
@@ -173,10 +188,14 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
     // The shell computes the sleep's argument, so only the exec'd process (not kubectl's argv) carries it.
     const secs = 20_000 + Math.floor(Math.random() * 10_000)
     const child = execa(kubectlBin(), ['-n', ns, 'exec', 'app', '--', 'sh', '-c', `exec sleep $((${secs} + 1))`], {env: testEnv(), reject: false})
-    const pids = await waitFor(async () => {
-      const found = await processesMatching(`sleep ${secs + 1}`)
-      return found.length > 0 ? found : undefined
-    }, 'the exec process', 20_000)
+    const pids = await waitFor(
+      async () => {
+        const found = await processesMatching(`sleep ${secs + 1}`)
+        return found.length > 0 ? found : undefined
+      },
+      'the exec process',
+      20_000,
+    )
     expect(readFileSync(`/proc/${pids[0]}/cmdline`, 'utf8').split('\0')[0]).toBe('sleep')
     child.kill('SIGKILL')
     await child
@@ -190,10 +209,17 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
     try {
       attach = execa(kubectlBin(), ['-n', ns, 'attach', 'app'], {env: testEnv(), reject: false, buffer: false})
       attach.stdout!.on('data', (d: Buffer) => (out += d.toString()))
-      const later = await waitFor(() => {
-        const ticks = out.split('\n').filter((l) => l.startsWith('tick ')).map((l) => Number(l.split(' ')[1]))
-        return ticks.length >= 3 ? ticks : undefined
-      }, () => `three ticks through attach (got ${JSON.stringify(out)})`, 20_000)
+      const later = await waitFor(
+        () => {
+          const ticks = out
+            .split('\n')
+            .filter((l) => l.startsWith('tick '))
+            .map((l) => Number(l.split(' ')[1]))
+          return ticks.length >= 3 ? ticks : undefined
+        },
+        () => `three ticks through attach (got ${JSON.stringify(out)})`,
+        20_000,
+      )
       expect(Math.min(...later)).toBeGreaterThan(before)
     } finally {
       attach?.kill('SIGINT')
@@ -213,7 +239,11 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
       let err = ''
       p.stdout!.on('data', (d: Buffer) => (out += d.toString()))
       p.stderr!.on('data', (d: Buffer) => (err += d.toString()))
-      const local = await waitFor(() => /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1], () => `port-forward to start (${out} ${err})`, 20_000)
+      const local = await waitFor(
+        () => /Forwarding from 127\.0\.0\.1:(\d+)/.exec(out)?.[1],
+        () => `port-forward to start (${out} ${err})`,
+        20_000,
+      )
       return {p, local: Number(local), stderr: () => err}
     }
     const ok = await forward(webPort)
@@ -230,7 +260,11 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
     const bad = await forward(closed)
     try {
       await expect(httpGet(bad.local, '/')).rejects.toThrow()
-      await waitFor(() => bad.stderr().includes(`an error occurred forwarding ${bad.local} -> ${closed}`), () => `the error (${bad.stderr()})`, 15_000)
+      await waitFor(
+        () => bad.stderr().includes(`an error occurred forwarding ${bad.local} -> ${closed}`),
+        () => `the error (${bad.stderr()})`,
+        15_000,
+      )
       expect(bad.stderr()).toContain(`dial tcp4 127.0.0.1:${closed}: connect: connection refused`)
     } finally {
       bad.p.kill('SIGINT')
@@ -243,7 +277,11 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
     const rbac = c.kc.makeApiClient(c.lib.RbacAuthorizationV1Api)
     await rbac.createClusterRole({body: {metadata: {name: `${ns}-proxy`}, rules: [{apiGroups: [''], resources: ['nodes/proxy'], verbs: ['create', 'get']}]}})
     await rbac.createClusterRoleBinding({
-      body: {metadata: {name: `${ns}-proxy`}, roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${ns}-proxy`}, subjects: [{kind: 'ServiceAccount', name: 'proxier', namespace: ns}]},
+      body: {
+        metadata: {name: `${ns}-proxy`},
+        roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${ns}-proxy`},
+        subjects: [{kind: 'ServiceAccount', name: 'proxier', namespace: ns}],
+      },
     })
     const token = async (sa: string) => (await kubectl(['create', 'token', sa, '-n', ns])).stdout.trim()
     const denied = await token('noaccess')

@@ -76,10 +76,14 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
     expect(second.lines.some((l) => l.kind === 'event' && /Started/.test(l.message) && l.message.includes('/keep'))).toBe(false)
 
     // Output written while vnode was down waited in the pipe: the numbering has no gap and goes on.
-    const logs = await waitFor(async () => {
-      const n = lineNumbers((await kubectl(['logs', '-n', ns, 'keep'])).stdout)
-      return n.length > 60 ? n : undefined
-    }, 'log lines after adoption', 20_000)
+    const logs = await waitFor(
+      async () => {
+        const n = lineNumbers((await kubectl(['logs', '-n', ns, 'keep'])).stdout)
+        return n.length > 60 ? n : undefined
+      },
+      'log lines after adoption',
+      20_000,
+    )
     expect(logs[0]).toBe(0)
     expect(logs).toEqual(logs.map((_, i) => i))
 

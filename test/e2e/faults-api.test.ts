@@ -66,10 +66,15 @@ describeE2e('API server faults: pods through a 30 s outage, watch expiry and dro
     expect(containerStatus(steady, 'app')!.restartCount).toBe(0)
     expect(await processesMatching(mark('steady'))).toEqual(steadyPids)
     // born's Started event is written apart from (and can land after) the status that says it runs: wait for it as for the status.
-    const events = await waitFor(async () => {
-      const list = await core.listNamespacedEvent({namespace: ns})
-      return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
-    }, "born's Started event", 15_000, 200)
+    const events = await waitFor(
+      async () => {
+        const list = await core.listNamespacedEvent({namespace: ns})
+        return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
+      },
+      "born's Started event",
+      15_000,
+      200,
+    )
     const started = (pod: string) => events.items.filter((e) => e.involvedObject.name === pod && e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0)
     expect(started('steady')).toBe(1)
     expect(started('born')).toBe(1)

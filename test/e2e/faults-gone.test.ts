@@ -68,10 +68,9 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
   const mark = (pod: string) => `${tag}-${pod}`
 
   beforeAll(async () => {
-    const up = await vnode(
-      ['cluster', 'up', '--dir', dir, '--port', '0', '--apiserver-arg=--watch-cache=false', `--apiserver-arg=--etcd-compaction-interval=${CompactionInterval}`],
-      {timeout: 120_000},
-    )
+    const up = await vnode(['cluster', 'up', '--dir', dir, '--port', '0', '--apiserver-arg=--watch-cache=false', `--apiserver-arg=--etcd-compaction-interval=${CompactionInterval}`], {
+      timeout: 120_000,
+    })
     expect(up.exitCode).toBe(0)
     kc = new k8s.KubeConfig()
     kc.loadFromFile(kubeconfig)
@@ -110,8 +109,16 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     watcher = execa(cliPath(), ['pods', '-n', ns, '-w', '-o', 'json', '--kubeconfig', proxiedKubeconfig], {env: testEnv(), reject: false, buffer: false})
     watcher.stdout!.on('data', (d: Buffer) => (out += d.toString()))
     watcher.stderr!.on('data', (d: Buffer) => (err += d.toString()))
-    const lastPrinted = (name: string) => printedPods(out).filter((x) => x.metadata?.name === name).pop()
-    await waitFor(() => ['steady', 'victim', 'doomed'].every((n) => running(lastPrinted(n))), () => `pods -w printing the running pods (stdout ${out.slice(-300)}, stderr ${err})`, 20_000, 100)
+    const lastPrinted = (name: string) =>
+      printedPods(out)
+        .filter((x) => x.metadata?.name === name)
+        .pop()
+    await waitFor(
+      () => ['steady', 'victim', 'doomed'].every((n) => running(lastPrinted(n))),
+      () => `pods -w printing the running pods (stdout ${out.slice(-300)}, stderr ${err})`,
+      20_000,
+      100,
+    )
 
     // vnode's summary on SIGUSR2: the stats line after the ones already printed.
     const stats = async () => {
@@ -128,8 +135,7 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     expect(baseline.byResource['GET services']).toBe(1)
     const steadyVersion = (await readPod(core, ns, 'steady'))!.metadata!.resourceVersion
     await core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'tick'}, data: {n: '0'}}})
-    const tick = async (n: number) =>
-      (await core.replaceNamespacedConfigMap({name: 'tick', namespace: ns, body: {metadata: {name: 'tick'}, data: {n: String(n)}}})).metadata!.resourceVersion!
+    const tick = async (n: number) => (await core.replaceNamespacedConfigMap({name: 'tick', namespace: ns, body: {metadata: {name: 'tick'}, data: {n: String(n)}}})).metadata!.resourceVersion!
 
     await proxy.cut()
     // Taken after the cut: nothing reaches vnode or pods -w any more, so every version they hold is at most this one.
@@ -168,12 +174,7 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     const restoredAt = Date.now()
 
     // The node watcher relearned the node and vnode wrote its own Ready back.
-    await waitFor(
-      async () => (await core.readNode({name: node})).status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True',
-      'Ready=True again from vnode',
-      30_000,
-      250,
-    )
+    await waitFor(async () => (await core.readNode({name: node})).status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True', 'Ready=True again from vnode', 30_000, 250)
     // The force-deleted pod's process is an orphan vnode finds in the relist.
     await waitFor(async () => (await processesMatching(mark('doomed'))).length === 0, 'the force-deleted pod killed', 30_000, 250)
     // The gracefully deleted pod is terminated and its object removed by vnode.
@@ -188,10 +189,15 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     expect(containerStatus(steady, 'app')!.restartCount).toBe(0)
     expect(await processesMatching(mark('steady'))).toEqual(pids.steady)
     // born's Started event is written apart from (and can land after) the status that says it runs: wait for it as for the status.
-    const events = await waitFor(async () => {
-      const list = await core.listNamespacedEvent({namespace: ns})
-      return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
-    }, "born's Started event", 15_000, 200)
+    const events = await waitFor(
+      async () => {
+        const list = await core.listNamespacedEvent({namespace: ns})
+        return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
+      },
+      "born's Started event",
+      15_000,
+      200,
+    )
     const count = (pod: string, reason: string) => events.items.filter((e) => e.involvedObject.name === pod && e.reason === reason).reduce((s, e) => s + (e.count ?? 1), 0)
     expect(count('steady', 'Started')).toBe(1)
     expect(count('steady', 'Killing')).toBe(0)
@@ -204,16 +210,24 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     expect((await stats()).openWatches).toBe(3)
 
     // pods -w: the new pod and both deletions, and nothing it had printed already.
-    await waitFor(() => running(printedPods(out.slice(outAtRestore)).filter((x) => x.metadata?.name === 'born').pop()), 'pods -w printing born running', 20_000, 100)
+    await waitFor(
+      () =>
+        running(
+          printedPods(out.slice(outAtRestore))
+            .filter((x) => x.metadata?.name === 'born')
+            .pop(),
+        ),
+      'pods -w printing born running',
+      20_000,
+      100,
+    )
     const printedAfter = printedPods(out.slice(outAtRestore))
     const shownDeleted = (name: string) => printedAfter.some((x) => x.metadata?.name === name && !!x.metadata?.deletionTimestamp)
     expect({
       doomedShownDeleted: shownDeleted('doomed'),
       victimShownDeleted: shownDeleted('victim'),
       // A pod gone in the gap is shown deleted from its last known state; any other row must be news.
-      printedAgain: printedAfter
-        .filter((x) => !x.metadata?.deletionTimestamp && printedBefore.has(`${x.metadata?.uid}@${x.metadata?.resourceVersion}`))
-        .map((x) => x.metadata?.name),
+      printedAgain: printedAfter.filter((x) => !x.metadata?.deletionTimestamp && printedBefore.has(`${x.metadata?.uid}@${x.metadata?.resourceVersion}`)).map((x) => x.metadata?.name),
       // steady did not change (same resourceVersion): nothing to print for it.
       steadyPrinted: steady.metadata?.resourceVersion === steadyVersion ? printedAfter.filter((x) => x.metadata?.name === 'steady').length : 0,
     }).toEqual({doomedShownDeleted: true, victimShownDeleted: true, printedAgain: [], steadyPrinted: 0})
@@ -271,7 +285,12 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     )
     await proxy.restore()
     // The watch resumed from a compacted version, was told 410, relisted, and the volume was written.
-    await waitFor(() => seen() === 'after', () => `the change in the volume (seen: ${seen()})`, 60_000, 200)
+    await waitFor(
+      () => seen() === 'after',
+      () => `the change in the volume (seen: ${seen()})`,
+      60_000,
+      200,
+    )
     expect(((await stats()).byResource['GET configmaps'] ?? 0) - listsBefore).toBeGreaterThanOrEqual(1)
     expect((await stats()).openWatches).toBe(4)
     const pod = (await readPod(core, ns, 'mounter'))!

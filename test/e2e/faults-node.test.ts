@@ -44,12 +44,17 @@ describeE2e('API server outage', () => {
 
     await startComponent(dir, 'kube-apiserver')
     const back = await waitFor(async () => (await core.readNode({name})) && Date.now(), 'the API server to answer', 60_000, 200)
-    await waitFor(async () => {
-      const n = await core.readNode({name})
-      const ready = n.status?.conditions?.find((c) => c.type === 'Ready')
-      const lease = await coordination.readNamespacedLease({name, namespace: 'kube-node-lease'})
-      return ready?.status === 'True' && new Date(lease.spec!.renewTime!).getTime() >= back - 1000
-    }, 'Ready with a fresh lease after the outage', 15_000, 250)
+    await waitFor(
+      async () => {
+        const n = await core.readNode({name})
+        const ready = n.status?.conditions?.find((c) => c.type === 'Ready')
+        const lease = await coordination.readNamespacedLease({name, namespace: 'kube-node-lease'})
+        return ready?.status === 'True' && new Date(lease.spec!.renewTime!).getTime() >= back - 1000
+      },
+      'Ready with a fresh lease after the outage',
+      15_000,
+      250,
+    )
     expect(await p.stop()).toBe(0)
   })
 })

@@ -18,9 +18,11 @@ async function stats(p: VnodeProcess): Promise<Stats> {
 /** Runs fn over items with at most `limit` in flight. */
 async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0
-  await Promise.all(Array.from({length: limit}, async () => {
-    while (next < items.length) await fn(items[next++])
-  }))
+  await Promise.all(
+    Array.from({length: limit}, async () => {
+      while (next < items.length) await fn(items[next++])
+    }),
+  )
 }
 
 export const StormPods = 200
@@ -51,7 +53,11 @@ describeE2e('a create/delete storm leaves nothing behind', () => {
       const name = `storm-${i}`
       // Mostly a tiny binary; every tenth a process that ignores SIGTERM, so only SIGKILL at the deadline ends it.
       const container = i % 10 === 0 ? nodeContainer('app', "process.on('SIGTERM',()=>{});setInterval(()=>{},1000)") : {name: 'app', image: 'busybox', command: ['sleep', '3600']}
-      return {pod: podOn(node, ns, name, [container], {terminationGracePeriodSeconds: graces[i % graces.length]}), deleteAfterMs: i % 2 ? (i * 37) % 1500 : 3000 + ((i * 53) % 5000), deleteGrace: i % 3 === 0 ? 0 : i % 3 === 1 ? 1 : undefined}
+      return {
+        pod: podOn(node, ns, name, [container], {terminationGracePeriodSeconds: graces[i % graces.length]}),
+        deleteAfterMs: i % 2 ? (i * 37) % 1500 : 3000 + ((i * 53) % 5000),
+        deleteGrace: i % 3 === 0 ? 0 : i % 3 === 1 ? 1 : undefined,
+      }
     })
     const started = Date.now()
     await pool(pods, 16, async ({pod, deleteAfterMs, deleteGrace}) => {
@@ -71,14 +77,31 @@ describeE2e('a create/delete storm leaves nothing behind', () => {
     expect(count('NodeNotReady') + count('TaintManagerEviction')).toBe(0)
 
     // Nothing of the storm is left: no container process, no per-pod state, no extra watch or fd.
-    await waitFor(() => descendants(p.pid).length === 0, () => `no process left under vnode (have ${descendants(p.pid).map((d) => `${d.pid} ${d.comm}`).join(', ')})`, 15_000)
-    const after = await waitFor(async () => {
-      const s = await stats(p)
-      return s.podState.status + s.podState.workers + s.podState.runtime === 0 ? s : undefined
-    }, 'per-pod state to be empty', 15_000, 500)
+    await waitFor(
+      () => descendants(p.pid).length === 0,
+      () =>
+        `no process left under vnode (have ${descendants(p.pid)
+          .map((d) => `${d.pid} ${d.comm}`)
+          .join(', ')})`,
+      15_000,
+    )
+    const after = await waitFor(
+      async () => {
+        const s = await stats(p)
+        return s.podState.status + s.podState.workers + s.podState.runtime === 0 ? s : undefined
+      },
+      'per-pod state to be empty',
+      15_000,
+      500,
+    )
     expect(after.openWatches).toBe(baseline.stats.openWatches)
     // Idle pooled API connections may take a moment to close.
-    await waitFor(() => fdCount(p.pid) <= baseline.fds, () => `fds back to ${baseline.fds} (have ${fdCount(p.pid)})`, 30_000, 500)
+    await waitFor(
+      () => fdCount(p.pid) <= baseline.fds,
+      () => `fds back to ${baseline.fds} (have ${fdCount(p.pid)})`,
+      30_000,
+      500,
+    )
     expect(p.child.exitCode).toBeNull()
     expect(Date.now() - started).toBeLessThan(180_000)
     expect(await p.stop()).toBe(0)

@@ -16,10 +16,14 @@ describeE2e('foundation: a node on a real control plane', () => {
     const started = Date.now()
     const p = startVnode(name)
     await p.ready(15_000)
-    const node = await waitFor(async () => {
-      const n = await c.core.readNode({name})
-      return n.status?.conditions?.find((x) => x.type === 'Ready')?.status === 'True' ? n : undefined
-    }, 'node Ready', 15_000)
+    const node = await waitFor(
+      async () => {
+        const n = await c.core.readNode({name})
+        return n.status?.conditions?.find((x) => x.type === 'Ready')?.status === 'True' ? n : undefined
+      },
+      'node Ready',
+      15_000,
+    )
     expect(Date.now() - started).toBeLessThan(15_000)
     expect(node.metadata?.labels?.['type']).toBe('virtual-kubelet')
 
@@ -31,10 +35,15 @@ describeE2e('foundation: a node on a real control plane', () => {
     expect(lease1.spec?.holderIdentity).toBe(name)
     expect(lease1.metadata?.ownerReferences?.[0]?.uid).toBe(node.metadata?.uid)
     const t1 = new Date(lease1.spec!.renewTime!).getTime()
-    const lease2 = await waitFor(async () => {
-      const l = await c.coordination.readNamespacedLease({name, namespace: 'kube-node-lease'})
-      return new Date(l.spec!.renewTime!).getTime() > t1 ? l : undefined
-    }, 'lease renewal', 15_000, 500)
+    const lease2 = await waitFor(
+      async () => {
+        const l = await c.coordination.readNamespacedLease({name, namespace: 'kube-node-lease'})
+        return new Date(l.spec!.renewTime!).getTime() > t1 ? l : undefined
+      },
+      'lease renewal',
+      15_000,
+      500,
+    )
     const gap = new Date(lease2.spec!.renewTime!).getTime() - t1
     expect(gap).toBeGreaterThanOrEqual(8_000)
     expect(gap).toBeLessThanOrEqual(13_000)
@@ -67,10 +76,15 @@ describeE2e('foundation: a node on a real control plane', () => {
           },
         },
       })
-      const pod = await waitFor(async () => {
-        const pods = await c.core.listNamespacedPod({namespace: ns})
-        return pods.items.find((x) => x.spec?.nodeName === name)
-      }, 'the deployment pod to be scheduled onto the vnode node', 60_000, 500)
+      const pod = await waitFor(
+        async () => {
+          const pods = await c.core.listNamespacedPod({namespace: ns})
+          return pods.items.find((x) => x.spec?.nodeName === name)
+        },
+        'the deployment pod to be scheduled onto the vnode node',
+        60_000,
+        500,
+      )
       expect(pod.metadata?.ownerReferences?.[0]?.kind).toBe('ReplicaSet')
     } finally {
       await deleteNamespace(c.core, ns)

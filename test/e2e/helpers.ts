@@ -106,7 +106,12 @@ export class VnodeProcess {
     // Killed by a signal there is no exit code: say which signal, and what the process said last, so a failure explains itself.
     const code = (r: {exitCode?: number; signal?: string}) => {
       if (r.exitCode !== undefined) return r.exitCode
-      process.stderr.write(`vnode ${name} ended by ${r.signal}; last output: ${this.lines.slice(-3).map((l) => l.message).join(' | ')} ${this.stderr.slice(-800)}\n`)
+      process.stderr.write(
+        `vnode ${name} ended by ${r.signal}; last output: ${this.lines
+          .slice(-3)
+          .map((l) => l.message)
+          .join(' | ')} ${this.stderr.slice(-800)}\n`,
+      )
       return -1
     }
     this.exited = child.then(code, code)
@@ -117,7 +122,16 @@ export class VnodeProcess {
   }
 
   waitForLine(pred: (l: VnodeLine) => boolean, what: string, timeoutMs = 30_000): Promise<VnodeLine> {
-    return waitFor(() => this.lines.find(pred), () => `${what} (vnode ${this.name} said: ${this.lines.map((l) => l.message).slice(-5).join(' | ')} ${this.stderr.slice(-500)})`, timeoutMs, 50)
+    return waitFor(
+      () => this.lines.find(pred),
+      () =>
+        `${what} (vnode ${this.name} said: ${this.lines
+          .map((l) => l.message)
+          .slice(-5)
+          .join(' | ')} ${this.stderr.slice(-500)})`,
+      timeoutMs,
+      50,
+    )
   }
 
   async ready(timeoutMs = 30_000): Promise<void> {
@@ -127,7 +141,20 @@ export class VnodeProcess {
   /** SIGTERM (or another signal) and wait for the exit code. */
   async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 60_000): Promise<number> {
     if (this.child.exitCode === null) this.child.kill(signal)
-    const timer = new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`vnode ${this.name} did not exit within ${timeoutMs} ms; last output: ${this.lines.slice(-4).map((l) => `${l.kind}: ${l.message}`).join(' | ')} ${this.stderr.slice(-800)}`)), timeoutMs).unref())
+    const timer = new Promise<number>((_, reject) =>
+      setTimeout(
+        () =>
+          reject(
+            new Error(
+              `vnode ${this.name} did not exit within ${timeoutMs} ms; last output: ${this.lines
+                .slice(-4)
+                .map((l) => `${l.kind}: ${l.message}`)
+                .join(' | ')} ${this.stderr.slice(-800)}`,
+            ),
+          ),
+        timeoutMs,
+      ).unref(),
+    )
     return Promise.race([this.exited, timer])
   }
 }
@@ -187,9 +214,14 @@ export async function watchChanges(kc: k8s.KubeConfig, path: string, fieldSelect
   let stopped = false
   let request: AbortController | undefined
   const start = async (): Promise<void> => {
-    request = await new Watch(kc).watch(path, {fieldSelector}, () => onChange(), () => {
-      if (!stopped) setTimeout(() => void start().catch(() => undefined), 200)
-    })
+    request = await new Watch(kc).watch(
+      path,
+      {fieldSelector},
+      () => onChange(),
+      () => {
+        if (!stopped) setTimeout(() => void start().catch(() => undefined), 200)
+      },
+    )
     if (stopped) request.abort()
   }
   await start()

@@ -21,14 +21,16 @@ async function stats(p: VnodeProcess): Promise<Stats> {
 /** Runs fn over items with at most `limit` in flight. */
 async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0
-  await Promise.all(Array.from({length: limit}, async () => {
-    while (next < items.length) await fn(items[next++])
-  }))
+  await Promise.all(
+    Array.from({length: limit}, async () => {
+      while (next < items.length) await fn(items[next++])
+    }),
+  )
 }
 
 const yaml = (o: unknown) => JSON.stringify(o)
 
-describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; the node watches what its pods reference, once', () => {
+describeE2e("kubectl apply, label and annotate reach a running pod's volumes; the node watches what its pods reference, once", () => {
   let c: Clients
   let p: VnodeProcess
   let out: string
@@ -48,8 +50,7 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 
-  const podsGone = () =>
-    waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'the pods deleted', 60_000, 250)
+  const podsGone = () => waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'the pods deleted', 60_000, 250)
 
   test('a changed ConfigMap and Secret (kubectl apply) and new labels and annotations (kubectl label/annotate) are in the files within the sync period; watches back to baseline after the pod is gone', async () => {
     const baseline = await stats(p)
@@ -61,29 +62,49 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     const file = join(out, 'app.json')
     await createPod(
       c.core,
-      podOn(node, ns, 'app', [
-        nodeContainer('app', LOOP_READER, {
-          env: [
-            {name: 'OUT', value: file},
-            {name: 'FILES', value: 'cfg/conf,sec/pass,info/labels,info/annotations,pinned'},
-          ],
-          volumeMounts: [
-            {name: 'cfg', mountPath: '/cfg'},
-            {name: 'sec', mountPath: '/sec'},
-            {name: 'info', mountPath: '/info'},
-            {name: 'cfg', mountPath: '/pinned', subPath: 'conf'},
-          ],
-        }),
-      ], {
-        volumes: [
-          {name: 'cfg', configMap: {name: 'app-config'}},
-          {name: 'sec', secret: {secretName: 'app-secret'}},
-          {name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}, {path: 'annotations', fieldRef: {fieldPath: 'metadata.annotations'}}]}},
+      podOn(
+        node,
+        ns,
+        'app',
+        [
+          nodeContainer('app', LOOP_READER, {
+            env: [
+              {name: 'OUT', value: file},
+              {name: 'FILES', value: 'cfg/conf,sec/pass,info/labels,info/annotations,pinned'},
+            ],
+            volumeMounts: [
+              {name: 'cfg', mountPath: '/cfg'},
+              {name: 'sec', mountPath: '/sec'},
+              {name: 'info', mountPath: '/info'},
+              {name: 'cfg', mountPath: '/pinned', subPath: 'conf'},
+            ],
+          }),
         ],
-      }),
+        {
+          volumes: [
+            {name: 'cfg', configMap: {name: 'app-config'}},
+            {name: 'sec', secret: {secretName: 'app-secret'}},
+            {
+              name: 'info',
+              downwardAPI: {
+                items: [
+                  {path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}},
+                  {path: 'annotations', fieldRef: {fieldPath: 'metadata.annotations'}},
+                ],
+              },
+            },
+          ],
+        },
+      ),
     )
     const last = (f: string) => readSeen(file)?.seen[f]?.at(-1)
-    const sees = (f: string, v: string) => waitFor(() => last(f) === v, () => `${f} reading ${v.slice(0, 20)} (last: ${last(f)?.slice(0, 30)})`, DefaultVolumeResyncMs, 100)
+    const sees = (f: string, v: string) =>
+      waitFor(
+        () => last(f) === v,
+        () => `${f} reading ${v.slice(0, 20)} (last: ${last(f)?.slice(0, 30)})`,
+        DefaultVolumeResyncMs,
+        100,
+      )
     await sees('cfg/conf', 'c1')
     await sees('pinned', 'c1')
     await sees('sec/pass', 's1')
@@ -97,7 +118,12 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     await sees('sec/pass', 's2')
     await sees('info/labels', 'stage="two"')
     // The API server may add annotations of its own: ours is among them.
-    await waitFor(() => last('info/annotations')?.split('\n').includes('note="hello"'), () => `annotations with note="hello" (last: ${last('info/annotations')})`, DefaultVolumeResyncMs, 100)
+    await waitFor(
+      () => last('info/annotations')?.split('\n').includes('note="hello"'),
+      () => `annotations with note="hello" (last: ${last('info/annotations')})`,
+      DefaultVolumeResyncMs,
+      100,
+    )
     const s = readSeen(file)!
     expect(s.seen['cfg/conf']).toEqual(['c1', 'c2'])
     expect(s.seen['sec/pass']).toEqual(['s1', 's2'])
@@ -110,7 +136,7 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
   }, 120_000)
 
   test('a 100-pod burst referencing one ConfigMap (volume and env) costs one list and one watch of it, not a read per pod', async () => {
-    expect((await kubectl(['apply', '-f', '-'], yaml({apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'shared', namespace: ns}, data: {k: 'v'}})))).toMatchObject({exitCode: 0})
+    expect(await kubectl(['apply', '-f', '-'], yaml({apiVersion: 'v1', kind: 'ConfigMap', metadata: {name: 'shared', namespace: ns}, data: {k: 'v'}}))).toMatchObject({exitCode: 0})
     const before = await stats(p)
     const count = (s: Stats, k: string) => s.byResource[k] ?? 0
     const Burst = 100
@@ -118,10 +144,16 @@ describeE2e('kubectl apply, label and annotate reach a running pod\'s volumes; t
     await pool(names, 16, async (name) => {
       await createPod(
         c.core,
-        podOn(node, ns, name, [{name: 'app', image: 'busybox', command: ['sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'c', mountPath: '/c'}]}], {
-          terminationGracePeriodSeconds: 0,
-          volumes: [{name: 'c', configMap: {name: 'shared'}}],
-        }),
+        podOn(
+          node,
+          ns,
+          name,
+          [{name: 'app', image: 'busybox', command: ['sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'c', mountPath: '/c'}]}],
+          {
+            terminationGracePeriodSeconds: 0,
+            volumes: [{name: 'c', configMap: {name: 'shared'}}],
+          },
+        ),
       )
     })
     await waitFor(

@@ -9,7 +9,10 @@ import {describeE2e, kubectl, stopAllVnodes, testEnv, uniqueName, waitFor} from 
 /** kubectl on a terminal: a tmux session of its own (private socket), with a known size. */
 class Terminal {
   readonly socket = uniqueName('vnode-tmux')
-  constructor(readonly cols = 100, readonly rows = 30) {}
+  constructor(
+    readonly cols = 100,
+    readonly rows = 30,
+  ) {}
 
   private tmux(args: string[]) {
     return execa('tmux', ['-L', this.socket, ...args], {env: testEnv(), reject: false})
@@ -17,7 +20,17 @@ class Terminal {
 
   async start(argv: string[]): Promise<void> {
     const kubectlBin = join(process.env[E2eEnv.binDir]!, 'kubectl')
-    const r = await this.tmux(['new-session', '-d', '-s', 'main', '-x', String(this.cols), '-y', String(this.rows), [kubectlBin, ...argv].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ') + '; sleep 600'])
+    const r = await this.tmux([
+      'new-session',
+      '-d',
+      '-s',
+      'main',
+      '-x',
+      String(this.cols),
+      '-y',
+      String(this.rows),
+      [kubectlBin, ...argv].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(' ') + '; sleep 600',
+    ])
     if (r.exitCode !== 0) throw new Error(`tmux: ${r.stderr}`)
   }
 
@@ -129,7 +142,10 @@ describeE2e('kubectl: terminals and debug containers', () => {
   })
 
   test('kubectl debug -i without --target, input from a pipe', async () => {
-    const r = await kubectl(['debug', '-i', 'target', '-n', f.ns, '--image=busybox', '-c', 'piped', '--', 'sh', '-c', 'read line; echo "got $line"; echo "pid1=$(tr -c "[:print:]" " " </proc/1/cmdline)" >&2'], `hello-${marker}\n`)
+    const r = await kubectl(
+      ['debug', '-i', 'target', '-n', f.ns, '--image=busybox', '-c', 'piped', '--', 'sh', '-c', 'read line; echo "got $line"; echo "pid1=$(tr -c "[:print:]" " " </proc/1/cmdline)" >&2'],
+      `hello-${marker}\n`,
+    )
     expect(r.stdout).toContain(`got hello-${marker}`)
     // Without --target, a PID namespace of its own (in a sandbox): its PID 1 is itself.
     if (sandboxed) expect(r.stderr).toContain('pid1=sh -c read line')
@@ -141,7 +157,10 @@ describeE2e('kubectl: terminals and debug containers', () => {
     const r = await kubectl(['debug', 'target', '-n', f.ns, '--copy-to=target-copy', '--same-node', '--image=busybox', '-c', 'dbg', '--', 'sh', '-c', `echo copied-${marker}`])
     expect(r.exitCode).toBe(0)
     // The copy runs the debug container as one of its own (restartPolicy Always: it runs again, as on a kubelet).
-    await waitFor(async () => (await f.jsonpath('target-copy', '{.status.containerStatuses[?(@.name=="dbg")].lastState.terminated.exitCode}').catch(() => '')) === '0', 'dbg in the copy to have completed')
+    await waitFor(
+      async () => (await f.jsonpath('target-copy', '{.status.containerStatuses[?(@.name=="dbg")].lastState.terminated.exitCode}').catch(() => '')) === '0',
+      'dbg in the copy to have completed',
+    )
     expect((await f.logs('target-copy', ['-c', 'dbg'])).stdout).toBe(`copied-${marker}`)
     expect((await f.logs('target-copy', ['-c', 'app'])).stdout).toBe('target-up')
     expect(await f.jsonpath('target-copy', '{.spec.nodeName}')).toBe(f.nodeName)

@@ -3,7 +3,24 @@ import {execa, type ResultPromise} from 'execa'
 import {mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, kubectl, NODE, nodeContainer, processesMatching, runDir, startVnode, testEnv, uniqueName, type VnodeLine, type VnodeProcess, waitFor, watchChanges} from './helpers.js'
+import {
+  clients,
+  type Clients,
+  createNamespace,
+  deleteNamespace,
+  kubectl,
+  NODE,
+  nodeContainer,
+  processesMatching,
+  runDir,
+  startVnode,
+  testEnv,
+  uniqueName,
+  type VnodeLine,
+  type VnodeProcess,
+  waitFor,
+  watchChanges,
+} from './helpers.js'
 
 /** The node binary by absolute path: a container's PATH is the runtimes' minimal one. */
 export {NODE} from './helpers.js'
@@ -46,7 +63,12 @@ export class KubectlWatch {
   }
 
   waitLine(pred: (line: string) => boolean, what: string, timeoutMs = 30_000): Promise<string> {
-    return waitFor(() => this.lines.find(pred), () => `${what} (kubectl -w printed: ${JSON.stringify(this.lines.slice(-8))}${this.stderr ? `, stderr: ${this.stderr.trim()}` : ''})`, timeoutMs, 50)
+    return waitFor(
+      () => this.lines.find(pred),
+      () => `${what} (kubectl -w printed: ${JSON.stringify(this.lines.slice(-8))}${this.stderr ? `, stderr: ${this.stderr.trim()}` : ''})`,
+      timeoutMs,
+      50,
+    )
   }
 
   stop(): void {
@@ -104,10 +126,11 @@ export class KubectlFixture {
     const w = this.watch(name)
     try {
       const line = await waitFor(
-        () => w.lines.find((l) => {
-          const r = parseRow(l)
-          return r !== undefined && pred(r)
-        }),
+        () =>
+          w.lines.find((l) => {
+            const r = parseRow(l)
+            return r !== undefined && pred(r)
+          }),
         () => `${name}: ${what} (kubectl get pods -w printed: ${w.lines.at(-1) ?? 'nothing'}; vnode said: ${this.recentLines()})`,
         timeoutMs,
         50,

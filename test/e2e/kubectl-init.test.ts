@@ -64,11 +64,15 @@ describeE2e('kubectl: init containers', () => {
         containers: [markedContainer('main', step, marker, {args: [order, 'main', '0']})],
       },
     })
-    const row = await f.waitRow('initfail', (r) => r.status === 'Init:Error', 'Init:Error').catch(async (error: Error) => {
-      throw new Error(`${error.message}\n${JSON.stringify((await f.json('initfail')).status, null, 1)}`)
-    })
+    const row = await f
+      .waitRow('initfail', (r) => r.status === 'Init:Error', 'Init:Error')
+      .catch(async (error: Error) => {
+        throw new Error(`${error.message}\n${JSON.stringify((await f.json('initfail')).status, null, 1)}`)
+      })
     expect(row).toMatchObject({ready: '0/1', restarts: 0})
-    expect(await f.jsonpath('initfail', '{.status.phase}|{.status.initContainerStatuses[0].state.terminated.reason}|{.status.initContainerStatuses[0].state.terminated.exitCode}')).toBe('Failed|Error|3')
+    expect(await f.jsonpath('initfail', '{.status.phase}|{.status.initContainerStatuses[0].state.terminated.reason}|{.status.initContainerStatuses[0].state.terminated.exitCode}')).toBe(
+      'Failed|Error|3',
+    )
     expect(await f.jsonpath('initfail', '{.status.conditions[?(@.type=="Initialized")].status}/{.status.conditions[?(@.type=="Initialized")].reason}')).toBe('False/ContainersNotInitialized')
     // What never started stays waiting, as the kubelet's TerminatePod leaves it.
     expect(await f.jsonpath('initfail', '{.status.initContainerStatuses[1].state.waiting.reason}|{.status.containerStatuses[0].state.waiting.reason}')).toBe('PodInitializing|PodInitializing')

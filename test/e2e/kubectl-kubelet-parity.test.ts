@@ -17,10 +17,15 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
   beforeAll(async () => {
     await f.setUp()
     const {Watch} = await import('@kubernetes/client-node')
-    const req = await new Watch(f.c.kc).watch(`/api/v1/namespaces/${f.ns}/pods`, {}, (_type: string, pod: V1Pod) => {
-      const name = pod.metadata!.name!
-      seen.set(name, [...(seen.get(name) ?? []), pod])
-    }, () => undefined)
+    const req = await new Watch(f.c.kc).watch(
+      `/api/v1/namespaces/${f.ns}/pods`,
+      {},
+      (_type: string, pod: V1Pod) => {
+        const name = pod.metadata!.name!
+        seen.set(name, [...(seen.get(name) ?? []), pod])
+      },
+      () => undefined,
+    )
     stopWatch = () => req.abort()
   })
   afterAll(async () => {
@@ -29,8 +34,7 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
     await stopAllVnodes()
   })
 
-  const events = async (name: string): Promise<CoreV1Event[]> =>
-    (await f.c.core.listNamespacedEvent({namespace: f.ns, fieldSelector: `involvedObject.name=${name}`})).items
+  const events = async (name: string): Promise<CoreV1Event[]> => (await f.c.core.listNamespacedEvent({namespace: f.ns, fieldSelector: `involvedObject.name=${name}`})).items
   const waitEvent = (name: string, pred: (e: CoreV1Event) => boolean, what: string, timeoutMs = 30_000) => {
     let last: CoreV1Event[] = []
     return waitFor(
@@ -83,7 +87,9 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
     })
     const message = 'Container image "registry.example/absent:1.0" is not present with pull policy of Never'
     await waitFor(async () => (await f.jsonpath('neverpull', '{.status.containerStatuses[0].state.waiting.reason}')) === 'ErrImageNeverPull' || undefined, 'ErrImageNeverPull')
-    expect(await f.jsonpath('neverpull', '{.status.containerStatuses[0].name}|{.status.containerStatuses[0].state.waiting.message}|{.status.containerStatuses[1].name}')).toBe(`absent|${message}|mapped`)
+    expect(await f.jsonpath('neverpull', '{.status.containerStatuses[0].name}|{.status.containerStatuses[0].state.waiting.message}|{.status.containerStatuses[1].name}')).toBe(
+      `absent|${message}|mapped`,
+    )
     await waitFor(async () => (await f.jsonpath('neverpull', '{.status.containerStatuses[1].state.running.startedAt}')) !== '' || undefined, 'the mapped image running')
     const warning = await waitEvent('neverpull', (e) => e.reason === 'ErrImageNeverPull', 'ErrImageNeverPull event')
     expect(warning).toMatchObject({type: 'Warning', message, involvedObject: expect.objectContaining({fieldPath: 'spec.containers{absent}'})})
@@ -98,13 +104,20 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
       metadata: {name: 'hookfail'},
       spec: {
         terminationGracePeriodSeconds: 2,
-        containers: [markedContainer('app', "process.on('SIGTERM',()=>{});setInterval(()=>{},1000)", uniqueName('hookfail'), {lifecycle: {postStart: {exec: {command: ['/bin/sh', '-c', 'sleep 1; exit 1']}}}})],
+        containers: [
+          markedContainer('app', "process.on('SIGTERM',()=>{});setInterval(()=>{},1000)", uniqueName('hookfail'), {lifecycle: {postStart: {exec: {command: ['/bin/sh', '-c', 'sleep 1; exit 1']}}}}),
+        ],
       },
     })
-    const hookError = await waitFor(async () => {
-      const p = await f.json('hookfail')
-      return p.status?.containerStatuses?.[0].state?.waiting?.reason === 'PostStartHookError' ? p : undefined
-    }, 'PostStartHookError', 30_000, 200)
+    const hookError = await waitFor(
+      async () => {
+        const p = await f.json('hookfail')
+        return p.status?.containerStatuses?.[0].state?.waiting?.reason === 'PostStartHookError' ? p : undefined
+      },
+      'PostStartHookError',
+      30_000,
+      200,
+    )
     const cs = hookError.status!.containerStatuses![0]
     expect(cs.state!.waiting!.message).toBe(
       `Exec lifecycle hook ([/bin/sh -c sleep 1; exit 1]) for Container "app" in Pod "hookfail_${f.ns}(${pod.metadata!.uid})" failed - error: command '/bin/sh -c sleep 1; exit 1' exited with 1: , message: ""`,
@@ -121,10 +134,15 @@ describeE2e('kubectl: the kubelet behaviour of failing starts', () => {
 
   test('a container that cannot start, restartPolicy Always: RunContainerError with the runtime message, then CrashLoopBackOff', async () => {
     await f.create({metadata: {name: 'nostart'}, spec: {containers: [{name: 'app', image: 'node', command: ['/nonexistent/program']}]}})
-    const first = await waitFor(async () => {
-      const p = await f.json('nostart')
-      return p.status?.containerStatuses?.[0].state?.waiting?.reason === 'RunContainerError' ? p.status.containerStatuses[0] : undefined
-    }, 'RunContainerError', 30_000, 200)
+    const first = await waitFor(
+      async () => {
+        const p = await f.json('nostart')
+        return p.status?.containerStatuses?.[0].state?.waiting?.reason === 'RunContainerError' ? p.status.containerStatuses[0] : undefined
+      },
+      'RunContainerError',
+      30_000,
+      200,
+    )
     expect(first.state!.waiting!.message).toMatch(/^failed to start container process: exec: "\/nonexistent\/program": /)
     expect(first.lastState?.terminated).toMatchObject({exitCode: 128, reason: 'StartError'})
     await f.waitRow('nostart', (r) => r.status === 'CrashLoopBackOff', 'CrashLoopBackOff', 60_000)

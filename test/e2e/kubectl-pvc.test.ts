@@ -12,7 +12,12 @@ describeE2e('kubectl: persistent volumes', () => {
   /** A static PV of this test (cluster-scoped: deleted in afterAll). */
   async function pv(name: string, spec: Record<string, unknown>): Promise<void> {
     pvs.push(name)
-    const body = {apiVersion: 'v1', kind: 'PersistentVolume', metadata: {name}, spec: {capacity: {storage: '1Gi'}, accessModes: ['ReadWriteOnce'], persistentVolumeReclaimPolicy: 'Retain', storageClassName: '', ...spec}}
+    const body = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: {name},
+      spec: {capacity: {storage: '1Gi'}, accessModes: ['ReadWriteOnce'], persistentVolumeReclaimPolicy: 'Retain', storageClassName: '', ...spec},
+    }
     const r = await kubectl(['apply', '-f', '-'], JSON.stringify(body))
     expect(r.stderr).toBe('')
   }
@@ -73,10 +78,15 @@ describeE2e('kubectl: persistent volumes', () => {
     // The set makes web-0 anew: it gets the same claim, so the same data.
     const oldUid = await f.jsonpath('web-0', '{.metadata.uid}')
     await kubectl(['delete', 'pod', 'web-0', '-n', f.ns, '--wait=false'])
-    await waitFor(async () => {
-      const row = await f.row('web-0')
-      return row?.status === 'Running' && (await f.jsonpath('web-0', '{.metadata.uid}')) !== oldUid
-    }, 'a new web-0 running', 60_000, 300)
+    await waitFor(
+      async () => {
+        const row = await f.row('web-0')
+        return row?.status === 'Running' && (await f.jsonpath('web-0', '{.metadata.uid}')) !== oldUid
+      },
+      'a new web-0 running',
+      60_000,
+      300,
+    )
     await waitFor(() => readFileSync(join(dirs[0], 'seen'), 'utf8') === 'web-0\nweb-0\n', 'the new web-0 appending to the same PV')
     expect(readFileSync(join(dirs[1], 'seen'), 'utf8')).toBe('web-1\n')
     await kubectl(['delete', 'statefulset', 'web', '-n', f.ns, '--wait=false'])
@@ -96,7 +106,14 @@ describeE2e('kubectl: persistent volumes', () => {
       spec: {
         restartPolicy: 'Never',
         terminationGracePeriodSeconds: 2,
-        containers: [{name: 'app', image: 'busybox', args: ['sh', '-c', 'cat data/greeting; echo; touch data/new 2>/dev/null && echo writable || echo read-only'], volumeMounts: [{name: 'data', mountPath: '/data'}]}],
+        containers: [
+          {
+            name: 'app',
+            image: 'busybox',
+            args: ['sh', '-c', 'cat data/greeting; echo; touch data/new 2>/dev/null && echo writable || echo read-only'],
+            volumeMounts: [{name: 'data', mountPath: '/data'}],
+          },
+        ],
         volumes: [{name: 'data', persistentVolumeClaim: {claimName: 'local', readOnly: true}}],
       },
     })
@@ -117,15 +134,30 @@ describeE2e('kubectl: persistent volumes', () => {
     const nfs = uniqueName('nfs')
     await pv(nfs, {nfs: {server: '127.0.0.1', path: '/exports/x'}})
     await claim('nfs', nfs)
-    const pending = {apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: {name: 'pending', namespace: f.ns}, spec: {storageClassName: 'none-such', accessModes: ['ReadWriteOnce'], resources: {requests: {storage: '1Gi'}}}}
+    const pending = {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: {name: 'pending', namespace: f.ns},
+      spec: {storageClassName: 'none-such', accessModes: ['ReadWriteOnce'], resources: {requests: {storage: '1Gi'}}},
+    }
     expect((await kubectl(['apply', '-f', '-'], JSON.stringify(pending))).stderr).toBe('')
-    for (const [pod, claimName] of [['on-nfs', 'nfs'], ['on-pending', 'pending']]) {
+    for (const [pod, claimName] of [
+      ['on-nfs', 'nfs'],
+      ['on-pending', 'pending'],
+    ]) {
       await f.create({
         metadata: {name: pod},
-        spec: {terminationGracePeriodSeconds: 2, containers: [{name: 'app', image: 'busybox', args: ['true'], volumeMounts: [{name: 'data', mountPath: '/data'}]}], volumes: [{name: 'data', persistentVolumeClaim: {claimName}}]},
+        spec: {
+          terminationGracePeriodSeconds: 2,
+          containers: [{name: 'app', image: 'busybox', args: ['true'], volumeMounts: [{name: 'data', mountPath: '/data'}]}],
+          volumes: [{name: 'data', persistentVolumeClaim: {claimName}}],
+        },
       })
     }
-    await f.waitDescribe('on-nfs', new RegExp(`Warning\\s+FailedMount\\s+.*MountVolume.SetUp failed for volume "${nfs}" : PersistentVolume "${nfs}" has type nfs, which vnode cannot mount \\(supported: hostPath, local\\)`))
+    await f.waitDescribe(
+      'on-nfs',
+      new RegExp(`Warning\\s+FailedMount\\s+.*MountVolume.SetUp failed for volume "${nfs}" : PersistentVolume "${nfs}" has type nfs, which vnode cannot mount \\(supported: hostPath, local\\)`),
+    )
     await f.waitDescribe('on-pending', new RegExp(`Warning\\s+FailedMount\\s+.*error processing PVC ${f.ns}/pending: PVC is not bound`))
     for (const pod of ['on-nfs', 'on-pending']) expect((await f.row(pod))?.status).toBe('ContainerCreating')
     await kubectl(['delete', 'pod', 'on-nfs', 'on-pending', '-n', f.ns, '--wait=false'])

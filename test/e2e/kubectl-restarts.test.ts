@@ -62,7 +62,13 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
   test('OnFailure exit 0: Completed and Succeeded; Never exit 2: Error and Failed; nothing restarts', async () => {
     const marker = uniqueName('term')
     await f.create({metadata: {name: 'done'}, spec: {restartPolicy: 'OnFailure', containers: [markedContainer('app', `console.log('done')`, marker)]}})
-    await f.create({metadata: {name: 'failed'}, spec: {restartPolicy: 'Never', containers: [markedContainer('app', `console.error('bad'); require('fs').writeFileSync(process.env.VNODE_VOLUME_ROOT + '/dev/termination-log', 'disk full'); process.exit(2)`, marker)]}})
+    await f.create({
+      metadata: {name: 'failed'},
+      spec: {
+        restartPolicy: 'Never',
+        containers: [markedContainer('app', `console.error('bad'); require('fs').writeFileSync(process.env.VNODE_VOLUME_ROOT + '/dev/termination-log', 'disk full'); process.exit(2)`, marker)],
+      },
+    })
     const done = await f.waitRow('done', (r) => r.status === 'Completed', 'Completed')
     expect(done).toMatchObject({ready: '0/1', restarts: 0})
     expect(await f.jsonpath('done', '{.status.phase}|{.status.containerStatuses[0].state.terminated.reason}|{.status.containerStatuses[0].state.terminated.exitCode}')).toBe('Succeeded|Completed|0')

@@ -26,7 +26,13 @@ describeE2e('kubectl: a clean up exit', () => {
       metadata: {name: 'parent'},
       spec: {
         terminationGracePeriodSeconds: 30,
-        containers: [markedContainer('app', `require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)],
+        containers: [
+          markedContainer(
+            'app',
+            `require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`,
+            marker,
+          ),
+        ],
       },
     })
     for (const name of ['plain', 'cleanup', 'parent']) await f.waitRow(name, (r) => r.status === 'Running' && r.ready === '1/1', 'Running')

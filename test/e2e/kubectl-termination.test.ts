@@ -68,7 +68,10 @@ describeE2e('kubectl: termination', () => {
 
   test('a process that ignores SIGTERM is SIGKILLed at the grace deadline: exit 137 visible before the pod is removed', async () => {
     const marker = uniqueName('stubborn')
-    await f.create({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', `process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`, marker)]}})
+    await f.create({
+      metadata: {name: 'stubborn'},
+      spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', `process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`, marker)]},
+    })
     await running('stubborn')
     const w = f.watch('stubborn', ['-o', `jsonpath=${statusPath}`])
     await w.waitLine((l) => l.includes('|Running|'), 'the watch')
@@ -102,7 +105,16 @@ describeE2e('kubectl: termination', () => {
     const marker = uniqueName('force')
     await f.create({
       metadata: {name: 'forced'},
-      spec: {terminationGracePeriodSeconds: 30, containers: [markedContainer('app', `process.on('SIGTERM', () => {}); require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`, marker)]},
+      spec: {
+        terminationGracePeriodSeconds: 30,
+        containers: [
+          markedContainer(
+            'app',
+            `process.on('SIGTERM', () => {}); require('child_process').spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)', process.argv[1] + '-child'], {stdio: 'ignore'}); setInterval(() => {}, 1000)`,
+            marker,
+          ),
+        ],
+      },
     })
     await running('forced')
     await waitFor(async () => (await processesMatching(marker)).length === 2, 'the container and its child', 10_000)

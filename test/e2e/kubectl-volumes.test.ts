@@ -49,7 +49,16 @@ describeE2e('kubectl: volumes as the process sees them', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         volumes: [
-          {name: 'config', configMap: {name: 'app-config', items: [{key: 'LEVEL', path: 'LEVEL'}, {key: 'app.yaml', path: 'conf/app.yaml', mode: 0o640}]}},
+          {
+            name: 'config',
+            configMap: {
+              name: 'app-config',
+              items: [
+                {key: 'LEVEL', path: 'LEVEL'},
+                {key: 'app.yaml', path: 'conf/app.yaml', mode: 0o640},
+              ],
+            },
+          },
           {name: 'creds', secret: {secretName: 'creds'}},
           {name: 'scratch', emptyDir: {}},
           {

@@ -53,21 +53,15 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
     const logsBefore = ['access.log', 'error.log'].map((n) => (existsSync(`/var/log/nginx/${n}`) ? statSync(`/var/log/nginx/${n}`).mtimeMs : 0))
     const r = await kubectl(['create', 'deployment', 'nginx', '--image=nginx', `--port=${port}`, '-n', f.ns])
     expect(r.stderr).toBe('')
-    const name = await waitFor(
-      async () => {
-        const g = await kubectl(['get', 'pod', '-n', f.ns, '-l', 'app=nginx', '-o', 'jsonpath={.items[*].metadata.name}'])
-        return g.stdout.trim() || undefined
-      },
-      'the deployment to make a pod',
-    )
+    const name = await waitFor(async () => {
+      const g = await kubectl(['get', 'pod', '-n', f.ns, '-l', 'app=nginx', '-o', 'jsonpath={.items[*].metadata.name}'])
+      return g.stdout.trim() || undefined
+    }, 'the deployment to make a pod')
     await f.waitRow(name, (row) => row.status === 'Running' && row.ready === '1/1', 'Running 1/1')
-    const page = await waitFor(
-      async () => {
-        const res = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)
-        return res?.ok ? res.text() : undefined
-      },
-      `nginx answering on ${port}`,
-    )
+    const page = await waitFor(async () => {
+      const res = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)
+      return res?.ok ? res.text() : undefined
+    }, `nginx answering on ${port}`)
     expect(page).toContain('Welcome to nginx!')
     // Its access log is the container's stdout.
     await waitFor(async () => (await f.logs(name)).stdout.includes('"GET / HTTP/1.1" 200'), 'the access log line in kubectl logs')
@@ -86,7 +80,9 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
     await f.create({metadata: {name: 'nocache'}, spec: {terminationGracePeriodSeconds: 2, containers: [{name: 'cache', image: 'registry.example/cache:7'}]}})
     await f.waitRow('nocache', (r) => r.status === 'CreateContainerError', 'CreateContainerError')
     const message = await f.jsonpath('nocache', '{.status.containerStatuses[0].state.waiting.message}')
-    expect(message).toContain(`image "registry.example/cache:7" runs the program "vnode-missing-server-${marker}" (entry "registry.example/cache:*" of the image map ${imagesFile}), which is not installed`)
+    expect(message).toContain(
+      `image "registry.example/cache:7" runs the program "vnode-missing-server-${marker}" (entry "registry.example/cache:*" of the image map ${imagesFile}), which is not installed`,
+    )
     expect(message).toContain(`looked for "vnode-missing-server-${marker}" in PATH=${testEnv().PATH}`)
     expect(message).toContain('`kubectl vnode up --images FILE`')
     await f.waitDescribe('nocache', /Warning\s+Failed\s+.*Error: image "registry.example\/cache:7" runs the program/)
@@ -155,7 +151,9 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
     await f.create({metadata: {name: 'rel'}, spec: {restartPolicy: 'Never', terminationGracePeriodSeconds: 2, containers: [{name: 'app', image: 'app', command: ['./run.sh']}]}})
     await f.waitRow('rel', (r) => r.status === 'StartError', 'StartError')
     const message = await f.jsonpath('rel', '{.status.containerStatuses[0].state.terminated.message}')
-    expect(message).toMatch(/^failed to start container process: exec: "\.\/run\.sh": no such file or directory: a relative command is looked up in the container's working directory "\/[^"]*" \(set workingDir to choose it\)$/)
+    expect(message).toMatch(
+      /^failed to start container process: exec: "\.\/run\.sh": no such file or directory: a relative command is looked up in the container's working directory "\/[^"]*" \(set workingDir to choose it\)$/,
+    )
     expect(message).not.toContain('$PATH')
     await f.create({metadata: {name: 'relwd'}, spec: {restartPolicy: 'Never', terminationGracePeriodSeconds: 2, containers: [{name: 'app', image: 'app', command: ['./run.sh'], workingDir: dir}]}})
     await f.waitRow('relwd', (r) => r.status === 'Completed', 'Completed')

@@ -19,10 +19,15 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     const name = uniqueName('reg')
     const spawned = Date.now()
     const p = startVnode(name, ['--label', 'team=web', '--taint', 'dedicated=dev:NoExecute', '--cpu', '3', '--memory', '4Gi', '--pods', '20'])
-    const node = await waitFor(async () => {
-      const n = await readNode(name).catch(() => undefined)
-      return condition(n, 'Ready')?.status === 'True' ? n : undefined
-    }, 'node Ready', 15_000, 25)
+    const node = await waitFor(
+      async () => {
+        const n = await readNode(name).catch(() => undefined)
+        return condition(n, 'Ready')?.status === 'True' ? n : undefined
+      },
+      'node Ready',
+      15_000,
+      25,
+    )
     const readyAt = Date.now()
     // From the moment vnode reached the API server to a Ready node: what vnode
     // itself controls. Process start-up (loading Node.js modules) comes before
@@ -58,11 +63,15 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     expect(node.status?.daemonEndpoints?.kubeletEndpoint?.Port).toBeGreaterThan(0)
     for (const type of ['MemoryPressure', 'DiskPressure', 'PIDPressure']) expect(condition(node, type)?.status).toBe('False')
     expect(condition(node, 'Ready')).toMatchObject({reason: 'KubeletReady', message: 'kubelet is posting ready status'})
-    const events = await waitFor(async () => {
-      const list = await c.core.listNamespacedEvent({namespace: 'default', fieldSelector: `involvedObject.name=${name}`})
-      const reasons = list.items.map((e) => e.reason)
-      return ['Starting', 'NodeReady', 'NodeHasSufficientMemory', 'NodeHasNoDiskPressure', 'NodeHasSufficientPID'].every((r) => reasons.includes(r)) ? reasons : undefined
-    }, 'node events', 10_000)
+    const events = await waitFor(
+      async () => {
+        const list = await c.core.listNamespacedEvent({namespace: 'default', fieldSelector: `involvedObject.name=${name}`})
+        const reasons = list.items.map((e) => e.reason)
+        return ['Starting', 'NodeReady', 'NodeHasSufficientMemory', 'NodeHasNoDiskPressure', 'NodeHasSufficientPID'].every((r) => reasons.includes(r)) ? reasons : undefined
+      },
+      'node events',
+      10_000,
+    )
     expect(events).toContain('NodeReady')
     expect(await p.stop()).toBe(0)
   })
@@ -72,8 +81,13 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     let p = startVnode(name)
     await p.ready()
     const patch = await kubectl([
-      'patch', 'node', name, '--subresource=status', '--type=strategic',
-      '-p', JSON.stringify({status: {conditions: [{type: 'KernelDeadlock', status: 'False', reason: 'KernelHasNoDeadlock', message: 'kernel has no deadlock'}]}}),
+      'patch',
+      'node',
+      name,
+      '--subresource=status',
+      '--type=strategic',
+      '-p',
+      JSON.stringify({status: {conditions: [{type: 'KernelDeadlock', status: 'False', reason: 'KernelHasNoDeadlock', message: 'kernel has no deadlock'}]}}),
     ])
     expect(patch.exitCode).toBe(0)
     expect((await kubectl(['label', 'node', name, 'owner=ops'])).exitCode).toBe(0)
@@ -81,10 +95,14 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     // A restart adopts the node and writes its status again (forced first write).
     p = startVnode(name)
     await p.ready()
-    const node = await waitFor(async () => {
-      const n = await readNode(name)
-      return condition(n, 'Ready')?.status === 'True' ? n : undefined
-    }, 'node Ready again', 15_000)
+    const node = await waitFor(
+      async () => {
+        const n = await readNode(name)
+        return condition(n, 'Ready')?.status === 'True' ? n : undefined
+      },
+      'node Ready again',
+      15_000,
+    )
     expect(condition(node, 'KernelDeadlock')).toMatchObject({status: 'False', reason: 'KernelHasNoDeadlock'})
     expect(node.metadata?.labels?.owner).toBe('ops')
     // vnode's own stash of what it applied does not claim the foreign condition.
@@ -103,17 +121,27 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     const del = await kubectl(['delete', 'node', a, '--wait=false'])
     expect(del.exitCode).toBe(0)
     const deletedAt = Date.now()
-    const again = await waitFor(async () => {
-      const n = await readNode(a).catch(() => undefined)
-      return n && n.metadata?.uid !== before.metadata?.uid && condition(n, 'Ready')?.status === 'True' ? n : undefined
-    }, 're-registered node', 15_000, 100)
+    const again = await waitFor(
+      async () => {
+        const n = await readNode(a).catch(() => undefined)
+        return n && n.metadata?.uid !== before.metadata?.uid && condition(n, 'Ready')?.status === 'True' ? n : undefined
+      },
+      're-registered node',
+      15_000,
+      100,
+    )
     expect(Date.now() - deletedAt).toBeLessThan(10_000)
     expect(again.metadata?.labels?.['vnode.dev/node']).toBe('true')
     // The lease follows the new Node object.
-    await waitFor(async () => {
-      const l = await c.coordination.readNamespacedLease({name: a, namespace: 'kube-node-lease'})
-      return l.metadata?.ownerReferences?.[0]?.uid === again.metadata?.uid
-    }, 'lease owned by the new node', 20_000, 250)
+    await waitFor(
+      async () => {
+        const l = await c.coordination.readNamespacedLease({name: a, namespace: 'kube-node-lease'})
+        return l.metadata?.ownerReferences?.[0]?.uid === again.metadata?.uid
+      },
+      'lease owned by the new node',
+      20_000,
+      250,
+    )
     expect(condition(await readNode(b), 'Ready')?.status).toBe('True')
     const leases = await c.coordination.listNamespacedLease({namespace: 'kube-node-lease'})
     expect(leases.items.map((l) => l.metadata?.name)).toEqual(expect.arrayContaining([a, b]))
@@ -156,17 +184,27 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     await Promise.all([pp.ready(), pi.ready()])
     process.kill(pp.pid, 'SIGSTOP')
     try {
-      const unknown = await waitFor(async () => {
-        const n = await readNode(paused)
-        return condition(n, 'Ready')?.status === 'Unknown' ? n : undefined
-      }, 'Ready=Unknown from the node lifecycle controller', 45_000, 500)
+      const unknown = await waitFor(
+        async () => {
+          const n = await readNode(paused)
+          return condition(n, 'Ready')?.status === 'Unknown' ? n : undefined
+        },
+        'Ready=Unknown from the node lifecycle controller',
+        45_000,
+        500,
+      )
       expect(condition(unknown, 'Ready')?.reason).toBe('NodeStatusUnknown')
       // The controller writes the condition and the taint in two updates (status, then spec):
       // wait for the taint as for the condition, with the node still paused.
-      const tainted = await waitFor(async () => {
-        const n = await readNode(paused)
-        return n.spec?.taints?.some((t) => t.key === 'node.kubernetes.io/unreachable') ? n : undefined
-      }, 'the node.kubernetes.io/unreachable taint from the node lifecycle controller', 15_000, 250)
+      const tainted = await waitFor(
+        async () => {
+          const n = await readNode(paused)
+          return n.spec?.taints?.some((t) => t.key === 'node.kubernetes.io/unreachable') ? n : undefined
+        },
+        'the node.kubernetes.io/unreachable taint from the node lifecycle controller',
+        15_000,
+        250,
+      )
       expect(condition(tainted, 'Ready')?.status).toBe('Unknown')
     } finally {
       process.kill(pp.pid, 'SIGCONT')

@@ -27,20 +27,29 @@ const serverScript = (port: number) =>
 
 function deployment(name: string, node: string, replicas: number) {
   return {
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: {name},
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: {name},
     spec: {
-      replicas, selector: {matchLabels: {app: name}},
+      replicas,
+      selector: {matchLabels: {app: name}},
       template: {
         metadata: {labels: {app: name}},
         spec: {
-          nodeName: node, terminationGracePeriodSeconds: 2,
-          containers: [{
-            name: 'main', image: 'node', command: [NODE, '-e', serverScript(AppPort)], ports: [{containerPort: AppPort}],
-            readinessProbe: {httpGet: {path: '/', port: AppPort}, periodSeconds: 1},
-            livenessProbe: {tcpSocket: {port: AppPort}, periodSeconds: 2},
-            // Nothing listens on it on the host: a success is the probe reaching the pod's own namespace.
-            startupProbe: {grpc: {port: GrpcPort}, periodSeconds: 1},
-          }],
+          nodeName: node,
+          terminationGracePeriodSeconds: 2,
+          containers: [
+            {
+              name: 'main',
+              image: 'node',
+              command: [NODE, '-e', serverScript(AppPort)],
+              ports: [{containerPort: AppPort}],
+              readinessProbe: {httpGet: {path: '/', port: AppPort}, periodSeconds: 1},
+              livenessProbe: {tcpSocket: {port: AppPort}, periodSeconds: 2},
+              // Nothing listens on it on the host: a success is the probe reaching the pod's own namespace.
+              startupProbe: {grpc: {port: GrpcPort}, periodSeconds: 1},
+            },
+          ],
         },
       },
     },
@@ -69,8 +78,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
   const forwardBefore = existsSync('/proc/sys/net/ipv4/ip_forward') ? readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim() : ''
   const root = isRoot()
 
-  const pods = async (app: string): Promise<V1Pod[]> =>
-    (await c.core.listNamespacedPod({namespace: ns, labelSelector: `app=${app}`})).items.filter((p) => !p.metadata?.deletionTimestamp)
+  const pods = async (app: string): Promise<V1Pod[]> => (await c.core.listNamespacedPod({namespace: ns, labelSelector: `app=${app}`})).items.filter((p) => !p.metadata?.deletionTimestamp)
 
   const execIn = (pod: string, argv: string[]) => kubectl(['exec', '-n', ns, pod, '--', ...argv])
 
@@ -86,10 +94,15 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     expect(podCidr).toMatch(/^10\.244\.\d+\.0\/24$/)
     const r = await kubectl(['apply', '-n', ns, '-f', '-'], JSON.stringify(deployment('web', nodeName, 2)))
     expect(r.stderr).toBe('')
-    const ready = await waitFor(async () => {
-      const ps = await pods('web')
-      return ps.length === 2 && ps.every((p) => p.status?.containerStatuses?.[0]?.ready) ? ps : undefined
-    }, 'both replicas Ready', 60_000, 500)
+    const ready = await waitFor(
+      async () => {
+        const ps = await pods('web')
+        return ps.length === 2 && ps.every((p) => p.status?.containerStatuses?.[0]?.ready) ? ps : undefined
+      },
+      'both replicas Ready',
+      60_000,
+      500,
+    )
     const ips = ready.map((p) => p.status!.podIP!)
     expect(new Set(ips).size).toBe(2)
     const prefix = podCidr!.split('.').slice(0, 3).join('.') + '.'
@@ -127,12 +140,17 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     const names = new Set((await pods('web')).map((p) => p.metadata!.name!))
     const seen = new Set<string>()
     let last = ''
-    await waitFor(async () => {
-      const res = await httpGet(clusterIp, 80)
-      last = JSON.stringify(res)
-      if (res.body && names.has(res.body)) seen.add(res.body)
-      return seen.size === names.size
-    }, () => `both replicas behind http://${clusterIp}/ (saw ${[...seen].join(', ') || 'none'}; last ${last})`, 60_000, 100)
+    await waitFor(
+      async () => {
+        const res = await httpGet(clusterIp, 80)
+        last = JSON.stringify(res)
+        if (res.body && names.has(res.body)) seen.add(res.body)
+        return seen.size === names.size
+      },
+      () => `both replicas behind http://${clusterIp}/ (saw ${[...seen].join(', ') || 'none'}; last ${last})`,
+      60_000,
+      100,
+    )
     await assertLocalRoute(ClusterDnsIp, [ServiceRouteInterface])
     const resolver = new Resolver({timeout: 2000, tries: 2})
     resolver.setServers([ClusterDnsIp])
@@ -152,13 +170,19 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     expect(proxied.stdout).toBe(name)
     const local = await freePort()
     const pf = execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), ['port-forward', '-n', ns, `pod/${name}`, `${local}:${AppPort}`], {
-      env: {...process.env, KUBECONFIG: process.env[E2eEnv.kubeconfig]}, reject: false,
+      env: {...process.env, KUBECONFIG: process.env[E2eEnv.kubeconfig]},
+      reject: false,
     })
     try {
-      const res = await waitFor(async () => {
-        const x = await httpGet('127.0.0.1', local)
-        return x.body ? x : undefined
-      }, 'a response through port-forward', 20_000, 200)
+      const res = await waitFor(
+        async () => {
+          const x = await httpGet('127.0.0.1', local)
+          return x.body ? x : undefined
+        },
+        'a response through port-forward',
+        20_000,
+        200,
+      )
       expect(res.body).toBe(name)
     } finally {
       pf.kill('SIGTERM')
@@ -178,10 +202,15 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     })
     await waitFor(async () => (await c.core.readNamespacedPod({name: 'hp', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'hp ready', 30_000)
     const host = primaryAddress()!
-    const res = await waitFor(async () => {
-      const x = await httpGet(host, hostPort)
-      return x.body ? x : undefined
-    }, `http://${host}:${hostPort}/`, 20_000, 200)
+    const res = await waitFor(
+      async () => {
+        const x = await httpGet(host, hostPort)
+        return x.body ? x : undefined
+      },
+      `http://${host}:${hostPort}/`,
+      20_000,
+      200,
+    )
     expect(res.body).toBe('hp')
     expect(await natRules()).toContain(`--dport ${hostPort}`)
   }, 60_000)
@@ -250,10 +279,15 @@ describeE2e('host network: a declared containerPort already taken on the host', 
     await c.core.createNamespacedPod({namespace: ns, body: body('first')})
     await waitFor(async () => (await httpGet('127.0.0.1', port)).body, 'first listening', 30_000, 200)
     await c.core.createNamespacedPod({namespace: ns, body: body('second')})
-    const event = await waitFor(async () => {
-      const r = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=second,reason=PortInUse', '-o', 'jsonpath={.items[*].message}'])
-      return r.stdout || undefined
-    }, 'the PortInUse event', 30_000, 500)
+    const event = await waitFor(
+      async () => {
+        const r = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=second,reason=PortInUse', '-o', 'jsonpath={.items[*].message}'])
+        return r.stdout || undefined
+      },
+      'the PortInUse event',
+      30_000,
+      500,
+    )
     expect(event).toContain(`containerPort ${port}/TCP is already in use on this host by pod ${ns}/first`)
     expect(event).toContain(`hostPort: ${port}`)
     const type = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=second,reason=PortInUse', '-o', 'jsonpath={.items[0].type}'])

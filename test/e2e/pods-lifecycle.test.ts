@@ -53,14 +53,19 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
   const create = (p: V1Pod) => c.core.createNamespacedPod({namespace: ns, body: p})
   const running = (name: string) => waitFor(async () => ((await read(name)).status?.phase === 'Running' ? read(name) : undefined), `${name} Running`, 20_000, 100)
   const gone = (name: string, timeoutMs = 20_000) =>
-    waitFor(async () => {
-      try {
-        await read(name)
-        return false
-      } catch (error) {
-        return (error as {code?: number}).code === 404
-      }
-    }, `${name} gone`, timeoutMs, 50)
+    waitFor(
+      async () => {
+        try {
+          await read(name)
+          return false
+        } catch (error) {
+          return (error as {code?: number}).code === 404
+        }
+      },
+      `${name} gone`,
+      timeoutMs,
+      50,
+    )
 
   test('a pod bound to the node runs: status fields and conditions as kubectl shows them, one status write, and the pod feed', async () => {
     const patchesBefore = emulator.summary().byResource['PATCH pods/status'] ?? 0
@@ -129,16 +134,21 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
     expect(provider.calls.filter((x) => x.op === 'delete' && x.name === 'stubborn').map((x) => x.grace)).toEqual([30, 2])
   })
 
-  test('a graceful delete bumps the generation and the terminating pod\'s status says it at once, as the kubelet writes it', async () => {
+  test("a graceful delete bumps the generation and the terminating pod's status says it at once, as the kubelet writes it", async () => {
     await create(podSpec('gen-delete', {TEST_IGNORE_TERM: '1'}))
     const before = await running('gen-delete')
     const g1 = before.metadata!.generation!
     expect(before.status?.observedGeneration).toBe(g1)
     await c.core.deleteNamespacedPod({name: 'gen-delete', namespace: ns})
-    const terminating = await waitFor(async () => {
-      const p = await read('gen-delete')
-      return p.metadata!.generation! > g1 && p.status?.observedGeneration === p.metadata!.generation ? p : undefined
-    }, 'observedGeneration of the delete', 10_000, 100)
+    const terminating = await waitFor(
+      async () => {
+        const p = await read('gen-delete')
+        return p.metadata!.generation! > g1 && p.status?.observedGeneration === p.metadata!.generation ? p : undefined
+      },
+      'observedGeneration of the delete',
+      10_000,
+      100,
+    )
     expect(terminating.status!.conditions!.every((x) => x.observedGeneration === terminating.metadata!.generation)).toBe(true)
     await c.core.deleteNamespacedPod({name: 'gen-delete', namespace: ns, gracePeriodSeconds: 1})
     await gone('gen-delete', 10_000)
@@ -160,14 +170,16 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
     // The container exits on its own after 1.5 s: that forces a status write after the label edit.
     await create(podSpec('labelled', {TEST_RUN_MS: '1500', TEST_EXIT_CODE: '3'}))
     await running('labelled')
-    await c.core.patchNamespacedPod(
-      {name: 'labelled', namespace: ns, body: {metadata: {labels: {edited: 'by-hand'}}}},
-      c.lib.setHeaderOptions('Content-Type', c.lib.PatchStrategy.MergePatch),
+    await c.core.patchNamespacedPod({name: 'labelled', namespace: ns, body: {metadata: {labels: {edited: 'by-hand'}}}}, c.lib.setHeaderOptions('Content-Type', c.lib.PatchStrategy.MergePatch))
+    const after = await waitFor(
+      async () => {
+        const p = await read('labelled')
+        return p.status?.containerStatuses?.[0]?.state?.terminated ? p : undefined
+      },
+      'the exit reported',
+      10_000,
+      100,
     )
-    const after = await waitFor(async () => {
-      const p = await read('labelled')
-      return p.status?.containerStatuses?.[0]?.state?.terminated ? p : undefined
-    }, 'the exit reported', 10_000, 100)
     expect(after.metadata?.labels).toEqual({app: 'labelled', edited: 'by-hand'})
     expect(after.status?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(3)
     await c.core.deleteNamespacedPod({name: 'labelled', namespace: ns})
@@ -177,30 +189,50 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
   test('the status map is empty again after a 50-pod create/delete round', async () => {
     const names = Array.from({length: 50}, (_, i) => `round-${i}`)
     for (const n of names) await create(podSpec(n))
-    await waitFor(async () => {
-      const list = await c.core.listNamespacedPod({namespace: ns})
-      return list.items.filter((p) => p.metadata!.name!.startsWith('round-') && p.status?.phase === 'Running').length === 50
-    }, '50 pods Running', 60_000, 250)
+    await waitFor(
+      async () => {
+        const list = await c.core.listNamespacedPod({namespace: ns})
+        return list.items.filter((p) => p.metadata!.name!.startsWith('round-') && p.status?.phase === 'Running').length === 50
+      },
+      '50 pods Running',
+      60_000,
+      250,
+    )
     await c.core.deleteCollectionNamespacedPod({namespace: ns})
     await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'all pods gone', 60_000, 250)
-    await waitFor(() => emulator.pods().length === 0, () => `the status map to empty (${emulator.pods().length} left)`, 10_000, 50)
+    await waitFor(
+      () => emulator.pods().length === 0,
+      () => `the status map to empty (${emulator.pods().length} left)`,
+      10_000,
+      50,
+    )
     expect(provider.size).toBe(0)
     expect(provider.timers).toBe(0)
   })
 
   test('admission rejection: the reason shows in kubectl get pod, with a Warning event', async () => {
     await create(podSpec('too-big', {}, {containers: [{name: 'app', image: 'busybox', resources: {requests: {cpu: '4'}}}]}))
-    const pod = await waitFor(async () => {
-      const p = await read('too-big')
-      return p.status?.phase === 'Failed' ? p : undefined
-    }, 'the rejection', 10_000, 100)
+    const pod = await waitFor(
+      async () => {
+        const p = await read('too-big')
+        return p.status?.phase === 'Failed' ? p : undefined
+      },
+      'the rejection',
+      10_000,
+      100,
+    )
     expect(pod.status).toMatchObject({reason: 'OutOfcpu', message: "Pod was rejected: Node didn't have enough resource: cpu, requested: 4000, used: 0, capacity: 2000"})
     const get = await kubectl(['get', 'pod', 'too-big', '-n', ns, '--no-headers'])
     expect(get.stdout).toMatch(/^too-big\s+0\/1\s+OutOfcpu\s+0\s/)
-    const events = await waitFor(async () => {
-      const list = await c.core.listNamespacedEvent({namespace: ns, fieldSelector: 'involvedObject.name=too-big'})
-      return list.items.find((e) => e.reason === 'OutOfcpu')
-    }, 'the Warning event', 10_000, 200)
+    const events = await waitFor(
+      async () => {
+        const list = await c.core.listNamespacedEvent({namespace: ns, fieldSelector: 'involvedObject.name=too-big'})
+        return list.items.find((e) => e.reason === 'OutOfcpu')
+      },
+      'the Warning event',
+      10_000,
+      200,
+    )
     expect(events.type).toBe('Warning')
     expect(events.source).toMatchObject({host: nodeName})
     expect(provider.calls.some((x) => x.name === 'too-big')).toBe(false)

@@ -19,7 +19,10 @@ describeE2e('runtime: what a container runs and sees', () => {
   let out: string
   beforeAll(async () => {
     process.env.VNODE_LEAK_CANARY = 'must-not-leak'
-    const images = ImageMap.parse(`images:\n  "mapped/app:*":\n    command: ["${NODE}", "-e"]\n    args: ["${REPORT.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"]\n    env: {FROM_IMAGE: image-value, SHADOWED: image}\n    workingDir: /tmp\n`, 'test-images.yaml')
+    const images = ImageMap.parse(
+      `images:\n  "mapped/app:*":\n    command: ["${NODE}", "-e"]\n    args: ["${REPORT.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"]\n    env: {FROM_IMAGE: image-value, SHADOWED: image}\n    workingDir: /tmp\n`,
+      'test-images.yaml',
+    )
     await h.setUp({images})
     out = mkdtempSync(join(runDir(), 'rt-out-'))
   })
@@ -32,7 +35,18 @@ describeE2e('runtime: what a container runs and sees', () => {
     const {core} = h.c
     await core.createNamespacedConfigMap({namespace: h.ns, body: {metadata: {name: 'cfg'}, data: {A: 'alpha', B: 'beta'}}})
     await core.createNamespacedSecret({namespace: h.ns, body: {metadata: {name: 'sec'}, stringData: {P: 'pw'}}})
-    const svc = await core.createNamespacedService({namespace: h.ns, body: {metadata: {name: 'web-api'}, spec: {ports: [{name: 'http', port: 8080}, {name: 'metrics', port: 9090, protocol: 'UDP'}]}}})
+    const svc = await core.createNamespacedService({
+      namespace: h.ns,
+      body: {
+        metadata: {name: 'web-api'},
+        spec: {
+          ports: [
+            {name: 'http', port: 8080},
+            {name: 'metrics', port: 9090, protocol: 'UDP'},
+          ],
+        },
+      },
+    })
     const mark = uniqueName('envmark')
     const file = join(out, 'env.json')
     await h.run({
@@ -138,7 +152,16 @@ describeE2e('runtime: what a container runs and sees', () => {
     await h.run({
       metadata: {name: 'mapped'},
       spec: {
-        containers: [{name: 'app', image: 'mapped/app:1.2', env: [{name: 'OUT', value: file}, {name: 'SHADOWED', value: 'spec'}]}],
+        containers: [
+          {
+            name: 'app',
+            image: 'mapped/app:1.2',
+            env: [
+              {name: 'OUT', value: file},
+              {name: 'SHADOWED', value: 'spec'},
+            ],
+          },
+        ],
         terminationGracePeriodSeconds: 2,
       },
     })
@@ -195,7 +218,12 @@ describeE2e('runtime: what a container runs and sees', () => {
         metadata: {name: 'logs'},
         spec: {
           restartPolicy: 'OnFailure',
-          containers: [nodeContainer('app', `const n=require('fs').readdirSync('.').length;for(let i=0;i<200;i++)console.log('out line '+i);console.error('err line');process.stdout.write('no newline');setTimeout(()=>process.exit(1),50)`)],
+          containers: [
+            nodeContainer(
+              'app',
+              `const n=require('fs').readdirSync('.').length;for(let i=0;i<200;i++)console.log('out line '+i);console.error('err line');process.stdout.write('no newline');setTimeout(()=>process.exit(1),50)`,
+            ),
+          ],
         },
       })
       await h2.waitContainer('logs', 'app', (c) => c.restartCount >= 1 && !!c.state?.running === false, 'a restart', 20_000)
@@ -204,8 +232,14 @@ describeE2e('runtime: what a container runs and sees', () => {
       const files = readdirSync(dir).sort()
       expect(files).toEqual(expect.arrayContaining(['0.log', '0.log.1', '1.log']))
       expect(files).not.toContain('0.log.3')
-      const all = [join(dir, '0.log.2'), join(dir, '0.log.1'), join(dir, '0.log')].filter(existsSync).map((f) => readFileSync(f, 'utf8')).join('')
-      const recs = all.split('\n').filter(Boolean).map((l) => parseCriLine(l)!)
+      const all = [join(dir, '0.log.2'), join(dir, '0.log.1'), join(dir, '0.log')]
+        .filter(existsSync)
+        .map((f) => readFileSync(f, 'utf8'))
+        .join('')
+      const recs = all
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => parseCriLine(l)!)
       expect(recs.every((r) => r !== undefined)).toBe(true)
       expect(recs.find((r) => r.content === 'err line')!.stream).toBe('stderr')
       expect(recs.find((r) => r.content === 'out line 199')).toMatchObject({stream: 'stdout', tag: 'F'})

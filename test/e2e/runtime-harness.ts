@@ -43,7 +43,10 @@ export class RuntimeHarness {
     this.services.start()
     this.nodeClients = await makeClients({kubeconfig: kubeconfigPath()})
     this.objects = new ObjectManager(this.nodeClients.core, this.nodeClients.kc, this.nodeClients.counter)
-    this.provider = new ProcessProvider({nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, objects: this.objects, recorder: this.recorder}, opts)
+    this.provider = new ProcessProvider(
+      {nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, objects: this.objects, recorder: this.recorder},
+      opts,
+    )
     this.provider.notifyPods((p) => {
       this.latest.set(p.metadata!.name!, p)
       this.reports.push(p)

@@ -127,7 +127,10 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
       spec: {
         terminationGracePeriodSeconds: 2,
         containers: [
-          nodeContainer('good', `setInterval(()=>{},1000)`, {lifecycle: {postStart: {exec: {command: [NODE, '-e', `require('fs').writeFileSync('${hookFile}',process.env.HOOK_ENV)`]}}}, env: [{name: 'HOOK_ENV', value: 'from-container-env'}]}),
+          nodeContainer('good', `setInterval(()=>{},1000)`, {
+            lifecycle: {postStart: {exec: {command: [NODE, '-e', `require('fs').writeFileSync('${hookFile}',process.env.HOOK_ENV)`]}}},
+            env: [{name: 'HOOK_ENV', value: 'from-container-env'}],
+          }),
           nodeContainer('bad', `setInterval(()=>{},1000)`, {lifecycle: {postStart: {httpGet: {port: 1, path: '/'}}}}),
         ],
       },

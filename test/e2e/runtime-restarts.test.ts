@@ -3,8 +3,7 @@ import {describeE2e, waitFor} from './helpers.js'
 import {nodeContainer, RuntimeHarness} from './runtime-harness.js'
 
 /** Appends `<name> <ms>` to shared/order in the pod's emptyDir, then runs `then`. */
-const mark = (name: string, then = '') =>
-  `const fs=require('fs');fs.appendFileSync('shared/order','${name} '+Date.now()+'\\n');${then}`
+const mark = (name: string, then = '') => `const fs=require('fs');fs.appendFileSync('shared/order','${name} '+Date.now()+'\\n');${then}`
 const shared = {volumeMounts: [{name: 'shared', mountPath: '/shared'}]}
 
 describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBackOff', () => {
@@ -44,7 +43,10 @@ describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBac
     const {join} = await import('node:path')
     const file = join(h.stateDir, 'pods', pod.metadata!.uid!, 'volumes', 'shared', 'order')
     const order = await waitFor(() => {
-      const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => l.split(' '))
+      const lines = readFileSync(file, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => l.split(' '))
       return lines.length >= 3 ? lines : undefined
     }, 'three entries')
     expect(order.map((o) => o[0])).toEqual(['first', 'second', 'app'])
@@ -114,11 +116,16 @@ describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBac
     const later = await h.waitContainer('crash', 'app', (c) => c.state?.waiting?.message?.startsWith('back-off 2s') === true, 'backoff 2s', 15_000)
     expect(later.restartCount).toBeGreaterThanOrEqual(2)
     // As the kubelet: every start reports its image, so Pulled counts what Started counts.
-    const counts = await waitFor(async () => {
-      const events = await h.events('crash')
-      const n = (reason: string) => events.find((x) => x.reason === reason && x.involvedObject.fieldPath === 'spec.containers{app}')?.count ?? 0
-      return n('Started') >= 2 && n('Pulled') === n('Started') ? {pulled: n('Pulled'), started: n('Started')} : undefined
-    }, 'Pulled counted with every Started', 15_000, 200)
+    const counts = await waitFor(
+      async () => {
+        const events = await h.events('crash')
+        const n = (reason: string) => events.find((x) => x.reason === reason && x.involvedObject.fieldPath === 'spec.containers{app}')?.count ?? 0
+        return n('Started') >= 2 && n('Pulled') === n('Started') ? {pulled: n('Pulled'), started: n('Started')} : undefined
+      },
+      'Pulled counted with every Started',
+      15_000,
+      200,
+    )
     expect(counts.pulled).toBeGreaterThanOrEqual(2)
   })
 
@@ -174,7 +181,12 @@ describeE2e('runtime: the default CrashLoopBackOff schedule', () => {
     )
     const second = secondStart.state?.running?.startedAt ?? secondStart.lastState?.terminated?.startedAt
     // The instance after the first restart exited at lastState of restart 2; restart 2 came >= 10 s after it.
-    const exitBefore = new Date(h.reports.filter((p) => p.metadata!.name === 'crash10').map((p) => p.status!.containerStatuses![0]).find((c) => c.restartCount === 1 && c.state?.waiting?.reason === 'CrashLoopBackOff')!.lastState!.terminated!.finishedAt!).getTime()
+    const exitBefore = new Date(
+      h.reports
+        .filter((p) => p.metadata!.name === 'crash10')
+        .map((p) => p.status!.containerStatuses![0])
+        .find((c) => c.restartCount === 1 && c.state?.waiting?.reason === 'CrashLoopBackOff')!.lastState!.terminated!.finishedAt!,
+    ).getTime()
     expect(exitBefore).toBeGreaterThanOrEqual(firstExit)
     expect(new Date(second!).getTime() - exitBefore).toBeGreaterThanOrEqual(9_900)
     expect(new Date(second!).getTime() - exitBefore).toBeLessThan(16_000)

@@ -21,9 +21,13 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
       spec: {
         terminationGracePeriodSeconds: 10,
         containers: [
-          nodeContainer('app', `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);process.on('SIGTERM',()=>{require('fs').appendFileSync('${hookFile}','term\\n');process.exit(0)});setInterval(()=>{},1000)`, {
-            lifecycle: {preStop: {exec: {command: [NODE, '-e', `require('fs').appendFileSync('${hookFile}','prestop\\n')`]}}},
-          }),
+          nodeContainer(
+            'app',
+            `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);process.on('SIGTERM',()=>{require('fs').appendFileSync('${hookFile}','term\\n');process.exit(0)});setInterval(()=>{},1000)`,
+            {
+              lifecycle: {preStop: {exec: {command: [NODE, '-e', `require('fs').appendFileSync('${hookFile}','prestop\\n')`]}}},
+            },
+          ),
         ],
       },
     })
@@ -56,10 +60,15 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
         ],
       },
     })
-    const [child] = await waitFor(async () => {
-      const c = await processesMatching(childMark)
-      return c.length === 1 && (await processesMatching(`/*${mark}*/`)).length === 0 ? c : undefined
-    }, 'the leaver gone and its child running', 20_000, 20)
+    const [child] = await waitFor(
+      async () => {
+        const c = await processesMatching(childMark)
+        return c.length === 1 && (await processesMatching(`/*${mark}*/`)).length === 0 ? c : undefined
+      },
+      'the leaver gone and its child running',
+      20_000,
+      20,
+    )
     try {
       await h.provider.deletePod(pod, 5)
       // The running container's Killing is the sign that the node's events of this stop are written.
@@ -78,7 +87,10 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
 
   test('a process that ignores SIGTERM is SIGKILLed at the deadline: 137', async () => {
     const mark = uniqueName('stubborn')
-    const pod = await h.run({metadata: {name: 'stubborn'}, spec: {terminationGracePeriodSeconds: 3, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]}})
+    const pod = await h.run({
+      metadata: {name: 'stubborn'},
+      spec: {terminationGracePeriodSeconds: 3, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]},
+    })
     await h.waitContainer('stubborn', 'app', (c) => !!c.state?.running, 'running')
     await new Promise((r) => setTimeout(r, 300))
     const t0 = Date.now()
@@ -93,7 +105,10 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
 
   test('deletePod again with a shorter grace moves the deadline closer (never below 2 s after SIGTERM)', async () => {
     const mark = uniqueName('shorter')
-    const pod = await h.run({metadata: {name: 'shorter'}, spec: {terminationGracePeriodSeconds: 60, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]}})
+    const pod = await h.run({
+      metadata: {name: 'shorter'},
+      spec: {terminationGracePeriodSeconds: 60, containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});setInterval(()=>{},1000)`)]},
+    })
     await h.waitContainer('shorter', 'app', (c) => !!c.state?.running, 'running')
     await new Promise((r) => setTimeout(r, 300))
     const t0 = Date.now()
@@ -112,7 +127,11 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
     const mark = uniqueName('deadline')
     await h.run({metadata: {name: 'deadline'}, spec: {activeDeadlineSeconds: 2, terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', `/*${mark}*/setInterval(()=>{},1000)`)]}})
     await h.waitContainer('deadline', 'app', (c) => !!c.state?.running, 'running')
-    const status = await waitFor(() => (h.status('deadline')?.reason === 'DeadlineExceeded' && h.container('deadline', 'app')?.state?.terminated ? h.status('deadline') : undefined), 'DeadlineExceeded', 10_000)
+    const status = await waitFor(
+      () => (h.status('deadline')?.reason === 'DeadlineExceeded' && h.container('deadline', 'app')?.state?.terminated ? h.status('deadline') : undefined),
+      'DeadlineExceeded',
+      10_000,
+    )
     expect(status).toMatchObject({phase: 'Failed', reason: 'DeadlineExceeded', message: 'Pod was active on the node longer than the specified deadline'})
     expect(h.container('deadline', 'app')!.state!.terminated!.exitCode).toBe(143)
     await h.waitEvent('deadline', (e) => e.reason === 'DeadlineExceeded', 'DeadlineExceeded event')
@@ -145,7 +164,14 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
     await h2.setUp()
     const mark = uniqueName('closing')
     try {
-      await h2.run({metadata: {name: 'a'}, spec: {containers: [nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);setInterval(()=>{},1000)`)]}})
+      await h2.run({
+        metadata: {name: 'a'},
+        spec: {
+          containers: [
+            nodeContainer('app', `/*${mark}*/process.on('SIGTERM',()=>{});require('child_process').spawn('${NODE}',['-e','/*${mark}-child*/setInterval(()=>{},1000)']);setInterval(()=>{},1000)`),
+          ],
+        },
+      })
       await h2.run({metadata: {name: 'b'}, spec: {containers: [nodeContainer('app', `/*${mark}*/setInterval(()=>{},1000)`)]}})
       await waitFor(async () => (await processesMatching(mark)).length === 3 || undefined, 'three processes')
       await h2.provider.close()

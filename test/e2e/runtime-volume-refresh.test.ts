@@ -20,7 +20,12 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
   const lastSeen = (name: string, file: string) => seen(name)?.seen[file]?.at(-1)
   /** Waits for the reader to see value in file, within the kubelet's sync period. */
   const sees = (name: string, file: string, value: string) =>
-    waitFor(() => lastSeen(name, file) === value, () => `${file} reading ${value.slice(0, 20)} (last: ${lastSeen(name, file)?.slice(0, 40)})`, DefaultVolumeResyncMs, 50)
+    waitFor(
+      () => lastSeen(name, file) === value,
+      () => `${file} reading ${value.slice(0, 20)} (last: ${lastSeen(name, file)?.slice(0, 40)})`,
+      DefaultVolumeResyncMs,
+      50,
+    )
 
   test('a ConfigMap, a Secret, a projected and a downwardAPI volume are rewritten while a process reads them: each change seen within the period, no torn read, subPath and env unchanged', async () => {
     const {core} = h.c
@@ -45,7 +50,15 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
               ],
             },
           },
-          {name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}, {path: 'annotations', fieldRef: {fieldPath: 'metadata.annotations'}}]}},
+          {
+            name: 'info',
+            downwardAPI: {
+              items: [
+                {path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}},
+                {path: 'annotations', fieldRef: {fieldPath: 'metadata.annotations'}},
+              ],
+            },
+          },
         ],
         containers: [
           nodeContainer('app', LOOP_READER, {
@@ -110,7 +123,12 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
     // The reader really was reading all along (a loaded machine reads fewer).
     expect(s.reads).toBeGreaterThan(200)
     // Old versions are gone (removed right after the swap): one timestamped directory per volume.
-    await waitFor(() => readdirSync(vol).filter((e) => e.startsWith('..2')).length === 1, () => `one version left (${readdirSync(vol).join(' ')})`, 5_000, 50)
+    await waitFor(
+      () => readdirSync(vol).filter((e) => e.startsWith('..2')).length === 1,
+      () => `one version left (${readdirSync(vol).join(' ')})`,
+      5_000,
+      50,
+    )
     expect(h.container('live', 'app')!.restartCount).toBe(0)
   }, 120_000)
 
@@ -196,7 +214,15 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
           spec: {
             terminationGracePeriodSeconds: 1,
             volumes: [{name: 'c', configMap: {name: 'shared'}}],
-            containers: [{name: 'app', image: 'sleep:test', command: ['/bin/sleep', '3600'], env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}], volumeMounts: [{name: 'c', mountPath: '/c'}]}],
+            containers: [
+              {
+                name: 'app',
+                image: 'sleep:test',
+                command: ['/bin/sleep', '3600'],
+                env: [{name: 'K', valueFrom: {configMapKeyRef: {name: 'shared', key: 'k'}}}],
+                volumeMounts: [{name: 'c', mountPath: '/c'}],
+              },
+            ],
           },
         }),
       )
@@ -214,7 +240,12 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
     expect(h.counter.openWatches).toBe(1)
     await h.provider.deletePod(pods[0], 0)
     await h.provider.cleanupPod(pods[0])
-    await waitFor(() => h.counter.openWatches === 0, () => `watches back to baseline (open: ${h.counter.openWatches})`, 5_000, 50)
+    await waitFor(
+      () => h.counter.openWatches === 0,
+      () => `watches back to baseline (open: ${h.counter.openWatches})`,
+      5_000,
+      50,
+    )
     expect(h.objects.size).toBe(0)
   }, 240_000)
 
@@ -230,7 +261,12 @@ describeE2e('runtime: ConfigMap, Secret, projected and downwardAPI volumes follo
     })
     await h.waitContainer('frozen', 'app', (c) => !!c.state?.running, 'running')
     expect(readFileSync(join(h.stateDir, 'pods', pod.metadata!.uid!, 'volumes', 'f', 'k'), 'utf8')).toBe('ice')
-    await waitFor(() => h.counter.openWatches === 0, () => `no watch for an immutable object (open: ${h.counter.openWatches})`, 5_000, 50)
+    await waitFor(
+      () => h.counter.openWatches === 0,
+      () => `no watch for an immutable object (open: ${h.counter.openWatches})`,
+      5_000,
+      50,
+    )
     await h.provider.deletePod(pod, 0)
     await h.provider.cleanupPod(pod)
     expect(h.objects.size).toBe(0)
@@ -267,10 +303,15 @@ describeE2e('runtime: projected service account tokens are rotated before 80% of
     expect(readFileSync(file, 'utf8')).toBe(first)
     // Past 80% (and the jitter): a new one.
     offsetMs = 495_000
-    const second = await waitFor(() => {
-      const t = readFileSync(file, 'utf8')
-      return t !== first ? t : undefined
-    }, 'a rotated token', 10_000, 100)
+    const second = await waitFor(
+      () => {
+        const t = readFileSync(file, 'utf8')
+        return t !== first ? t : undefined
+      },
+      'a rotated token',
+      10_000,
+      100,
+    )
     const claims = JSON.parse(Buffer.from(second.split('.')[1], 'base64url').toString()) as {aud: string[]; 'kubernetes.io'?: {pod?: {uid?: string}}}
     expect(claims.aud).toEqual(['vnode-test'])
     expect(claims['kubernetes.io']?.pod?.uid).toBe(pod.metadata!.uid)

@@ -33,8 +33,19 @@ describeE2e('runtime: volumes', () => {
         volumes: [
           {name: 'cfg', configMap: {name: 'app-config', items: [{key: 'settings.yaml', path: 'conf/settings.yaml', mode: 0o640}]}},
           {name: 'sec', secret: {secretName: 'app-secret'}},
-          {name: 'info', downwardAPI: {items: [{path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}}, {path: 'name', fieldRef: {fieldPath: 'metadata.name'}}]}},
-          {name: 'all', projected: {sources: [{configMap: {name: 'app-config', items: [{key: 'other', path: 'other'}]}}, {downwardAPI: {items: [{path: 'ns', fieldRef: {fieldPath: 'metadata.namespace'}}]}}]}},
+          {
+            name: 'info',
+            downwardAPI: {
+              items: [
+                {path: 'labels', fieldRef: {fieldPath: 'metadata.labels'}},
+                {path: 'name', fieldRef: {fieldPath: 'metadata.name'}},
+              ],
+            },
+          },
+          {
+            name: 'all',
+            projected: {sources: [{configMap: {name: 'app-config', items: [{key: 'other', path: 'other'}]}}, {downwardAPI: {items: [{path: 'ns', fieldRef: {fieldPath: 'metadata.namespace'}}]}}]},
+          },
           {name: 'scratch', emptyDir: {}},
           {name: 'host', hostPath: {path: host, type: 'DirectoryOrCreate'}},
         ],
@@ -55,7 +66,11 @@ describeE2e('runtime: volumes', () => {
             ],
           }),
         ],
-        initContainers: [nodeContainer('writer', `require('fs').mkdirSync('data/sub',{recursive:true});require('fs').writeFileSync('data/sub/from-writer','written by init')`, {volumeMounts: [{name: 'host', mountPath: '/data', subPath: 'nested'}]})],
+        initContainers: [
+          nodeContainer('writer', `require('fs').mkdirSync('data/sub',{recursive:true});require('fs').writeFileSync('data/sub/from-writer','written by init')`, {
+            volumeMounts: [{name: 'host', mountPath: '/data', subPath: 'nested'}],
+          }),
+        ],
       },
     })
     const r = await report('vols.json')
@@ -115,7 +130,11 @@ describeE2e('runtime: volumes', () => {
   test('a missing ConfigMap volume: FailedMount, ContainerCreating, then it runs once the ConfigMap exists', async () => {
     await h.run({
       metadata: {name: 'mountwait'},
-      spec: {terminationGracePeriodSeconds: 2, volumes: [{name: 'c', configMap: {name: 'comes-later'}}], containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 'c', mountPath: '/c'}]})]},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        volumes: [{name: 'c', configMap: {name: 'comes-later'}}],
+        containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 'c', mountPath: '/c'}]})],
+      },
     })
     const e = await h.waitEvent('mountwait', (x) => x.reason === 'FailedMount', 'FailedMount')
     expect(e).toMatchObject({type: 'Warning', message: 'MountVolume.SetUp failed for volume "c" : configmap "comes-later" not found'})
@@ -126,14 +145,23 @@ describeE2e('runtime: volumes', () => {
 
   test('path traversal through subPath or item paths is refused (pods handed over directly, bypassing API validation)', async () => {
     await h.c.core.createNamespacedConfigMap({namespace: h.ns, body: {metadata: {name: 'trav'}, data: {k: 'v'}}})
-    const base = await h.apiPod({metadata: {name: 'trav-sub'}, spec: {terminationGracePeriodSeconds: 2, volumes: [{name: 's', emptyDir: {}}], containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 's', mountPath: '/s'}]})]}})
+    const base = await h.apiPod({
+      metadata: {name: 'trav-sub'},
+      spec: {terminationGracePeriodSeconds: 2, volumes: [{name: 's', emptyDir: {}}], containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 's', mountPath: '/s'}]})]},
+    })
     const evilSub: V1Pod = structuredClone(base)
     evilSub.spec!.containers[0].volumeMounts![0].subPath = '../../../../escape'
     await h.provider.createPod(evilSub)
     const c = await h.waitContainer('trav-sub', 'app', (x) => x.state?.waiting?.reason === 'CreateContainerConfigError', 'refused subPath')
     expect(c.state!.waiting!.message).toContain(`subPath "../../../../escape": must not contain '..'`)
 
-    const base2 = await h.apiPod({metadata: {name: 'trav-item'}, spec: {volumes: [{name: 'c', configMap: {name: 'trav', items: [{key: 'k', path: 'ok'}]}}], containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 'c', mountPath: '/c'}]})]}})
+    const base2 = await h.apiPod({
+      metadata: {name: 'trav-item'},
+      spec: {
+        volumes: [{name: 'c', configMap: {name: 'trav', items: [{key: 'k', path: 'ok'}]}}],
+        containers: [nodeContainer('app', 'setInterval(()=>{},1000)', {volumeMounts: [{name: 'c', mountPath: '/c'}]})],
+      },
+    })
     const evilItem: V1Pod = structuredClone(base2)
     evilItem.spec!.volumes![0].configMap!.items![0].path = '../../../../evil'
     await h.provider.createPod(evilItem)
@@ -149,7 +177,14 @@ describeE2e('runtime: volumes', () => {
       spec: {
         automountServiceAccountToken: true,
         terminationGracePeriodSeconds: 2,
-        containers: [nodeContainer('app', READER, {env: [{name: 'OUT', value: join(out, 'sa.json')}, {name: 'FILES', value: 'var/run/secrets/kubernetes.io/serviceaccount/namespace,var/run/secrets/kubernetes.io/serviceaccount/token,var/run/secrets/kubernetes.io/serviceaccount/ca.crt'}]})],
+        containers: [
+          nodeContainer('app', READER, {
+            env: [
+              {name: 'OUT', value: join(out, 'sa.json')},
+              {name: 'FILES', value: 'var/run/secrets/kubernetes.io/serviceaccount/namespace,var/run/secrets/kubernetes.io/serviceaccount/token,var/run/secrets/kubernetes.io/serviceaccount/ca.crt'},
+            ],
+          }),
+        ],
       },
     })
     expect(pod.spec!.volumes!.some((v) => v.projected?.sources?.some((s) => s.serviceAccountToken))).toBe(true)

@@ -65,18 +65,30 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     expect(labels['vnode.dev/sandbox']).toBe('namespaces')
     expect(labels['vnode.dev/cgroups']).toBe('none')
     await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'app'}, data: {'app.conf': 'level=debug'}}})
-    const script = "const fs = require('fs'); console.log(JSON.stringify({pid: process.pid, host: require('os').hostname(), conf: fs.readFileSync('/etc/app/app.conf', 'utf8'), uid: process.getuid()})); process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000)"
+    const script =
+      "const fs = require('fs'); console.log(JSON.stringify({pid: process.pid, host: require('os').hostname(), conf: fs.readFileSync('/etc/app/app.conf', 'utf8'), uid: process.getuid()})); process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000)"
     await c.core.createNamespacedPod({
       namespace: ns,
       body: {
         metadata: {name: 'app'},
-        spec: {nodeName: name, hostname: 'web', automountServiceAccountToken: false, volumes: [{name: 'conf', configMap: {name: 'app'}}], containers: [{name: 'main', image: 'node', command: [process.execPath, '-e', script], volumeMounts: [{name: 'conf', mountPath: '/etc/app'}]}]},
+        spec: {
+          nodeName: name,
+          hostname: 'web',
+          automountServiceAccountToken: false,
+          volumes: [{name: 'conf', configMap: {name: 'app'}}],
+          containers: [{name: 'main', image: 'node', command: [process.execPath, '-e', script], volumeMounts: [{name: 'conf', mountPath: '/etc/app'}]}],
+        },
       },
     })
-    const out = await waitFor(async () => {
-      const r = await kubectl(['logs', '-n', ns, 'app'])
-      return r.exitCode === 0 && r.stdout.trim() ? r.stdout.trim() : undefined
-    }, 'the pod to print what it sees', 30_000, 300)
+    const out = await waitFor(
+      async () => {
+        const r = await kubectl(['logs', '-n', ns, 'app'])
+        return r.exitCode === 0 && r.stdout.trim() ? r.stdout.trim() : undefined
+      },
+      'the pod to print what it sees',
+      30_000,
+      300,
+    )
     expect(JSON.parse(out)).toEqual({pid: 1, host: 'web', conf: 'level=debug', uid: isRoot ? Nobody : process.getuid!()})
     expect(await node.stop()).toBe(0)
     node = undefined

@@ -61,7 +61,12 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
               `echo done > ${out}/done`,
               'trap "exit 0" TERM; while :; do sleep 1; done',
             ].join('; '),
-            {volumeMounts: [{name: 'config', mountPath: '/etc/app'}, {name: 'scratch', mountPath: '/data'}]},
+            {
+              volumeMounts: [
+                {name: 'config', mountPath: '/etc/app'},
+                {name: 'scratch', mountPath: '/data'},
+              ],
+            },
           ),
         ],
       },
@@ -124,7 +129,10 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
   test("the environment is the container's own: nothing of vnode's, no PWD from the sandbox", async () => {
     await f.create({metadata: {name: 'env'}, spec: {restartPolicy: 'Never', containers: [{name: 'env', image: 'env', command: ['/usr/bin/env'], env: [{name: 'PLAIN', value: 'x'}]}]}})
     await f.waitRow('env', (r) => r.status === 'Completed', 'Completed')
-    const names = (await f.logs('env')).stdout.split('\n').map((l) => l.split('=')[0]).filter(Boolean)
+    const names = (await f.logs('env')).stdout
+      .split('\n')
+      .map((l) => l.split('=')[0])
+      .filter(Boolean)
     expect(names.filter((n) => !/^(PATH|HOME|HOSTNAME|VNODE_VOLUME_ROOT|PLAIN|KUBERNETES_[A-Z0-9_]+)$/.test(n))).toEqual([])
   })
 
@@ -172,7 +180,11 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     mkdirSync(out, {recursive: true})
     await f.create({
       metadata: {name: 'holder'},
-      spec: {terminationGracePeriodSeconds: 1, volumes: [{name: 'pw', secret: {secretName: 'pw'}}], containers: [shell('h', 'trap "exit 0" TERM; while :; do sleep 1; done', {volumeMounts: [{name: 'pw', mountPath: '/pw'}]})]},
+      spec: {
+        terminationGracePeriodSeconds: 1,
+        volumes: [{name: 'pw', secret: {secretName: 'pw'}}],
+        containers: [shell('h', 'trap "exit 0" TERM; while :; do sleep 1; done', {volumeMounts: [{name: 'pw', mountPath: '/pw'}]})],
+      },
     })
     await f.waitRow('holder', (r) => r.status === 'Running', 'Running')
     await f.create({
@@ -229,17 +241,19 @@ describeE2e('pod sandbox: a shared PID namespace, adoption after SIGKILL, nothin
       spec: {
         shareProcessNamespace: true,
         terminationGracePeriodSeconds: 1,
-        containers: [
-          {name: 'a', image: 'sleep', command: ['sleep', `${marker}2`]},
-          shell('b', 'trap "exit 0" TERM; while :; do sleep 1; done'),
-        ],
+        containers: [{name: 'a', image: 'sleep', command: ['sleep', `${marker}2`]}, shell('b', 'trap "exit 0" TERM; while :; do sleep 1; done')],
       },
     })
     await f.waitRow('shared', (r) => r.ready === '2/2', 'both containers running')
-    const seen = await waitFor(async () => {
-      const r = await kubectl(['exec', 'shared', '-n', f.ns, '-c', 'b', '--', 'sh', '-c', 'cat /proc/[0-9]*/cmdline | tr "\\0" " "; echo; echo self=$$'])
-      return r.stdout.includes(`sleep ${marker}2`) ? r.stdout : undefined
-    }, "container a's process seen from b", 15_000, 300)
+    const seen = await waitFor(
+      async () => {
+        const r = await kubectl(['exec', 'shared', '-n', f.ns, '-c', 'b', '--', 'sh', '-c', 'cat /proc/[0-9]*/cmdline | tr "\\0" " "; echo; echo self=$$'])
+        return r.stdout.includes(`sleep ${marker}2`) ? r.stdout : undefined
+      },
+      "container a's process seen from b",
+      15_000,
+      300,
+    )
     expect(seen).not.toMatch(/self=1$/)
     const before = await processesMatching(`sleep ${marker}2`)
     expect(before.length).toBeGreaterThan(0)

@@ -78,15 +78,26 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
     port = n.status!.daemonEndpoints!.kubeletEndpoint!.Port
     await createPod(
       c.core,
-      podOn(node, ns, 'holder', [
-        nodeContainer('app', 'setInterval(()=>{},1000)', {
-          env: [{name: 'FROM_SECRET', valueFrom: {secretKeyRef: {name: 'creds', key: 'token'}}}, {name: 'PLAIN', value: 'x'}],
-          volumeMounts: [{name: 'creds', mountPath: '/var/run/creds'}],
-        }),
-      ], {volumes: [{name: 'creds', secret: {secretName: 'creds'}}]}),
+      podOn(
+        node,
+        ns,
+        'holder',
+        [
+          nodeContainer('app', 'setInterval(()=>{},1000)', {
+            env: [
+              {name: 'FROM_SECRET', valueFrom: {secretKeyRef: {name: 'creds', key: 'token'}}},
+              {name: 'PLAIN', value: 'x'},
+            ],
+            volumeMounts: [{name: 'creds', mountPath: '/var/run/creds'}],
+          }),
+        ],
+        {volumes: [{name: 'creds', secret: {secretName: 'creds'}}]},
+      ),
     )
     await waitPod(c.core, ns, 'holder', (x) => !!containerStatus(x, 'app')?.state?.running, 'running')
-    const record = JSON.parse(readFileSync(join(p.stateDir, 'pods', (await c.core.readNamespacedPod({name: 'holder', namespace: ns})).metadata!.uid!, 'record.json'), 'utf8')) as {containers: {pid: number}[]}
+    const record = JSON.parse(readFileSync(join(p.stateDir, 'pods', (await c.core.readNamespacedPod({name: 'holder', namespace: ns})).metadata!.uid!, 'record.json'), 'utf8')) as {
+      containers: {pid: number}[]
+    }
     pid = record.containers[0].pid
   })
   afterAll(async () => {
@@ -114,7 +125,12 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
   })
 
   test('container environment: built from scratch, nothing of vnode’s (no KUBECONFIG, no canary); secrets only where the spec asks', () => {
-    const env = Object.fromEntries(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+    const env = Object.fromEntries(
+      readFileSync(`/proc/${pid}/environ`, 'utf8')
+        .split('\0')
+        .filter(Boolean)
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+    )
     expect(env[Canary]).toBeUndefined()
     expect(env.KUBECONFIG).toBeUndefined()
     expect(env.FROM_SECRET).toBe(SecretValue)
@@ -129,7 +145,15 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
     expect((await direct(port, '/pods')).status).toBe(401)
     expect((await direct(port, '/healthz')).status).toBe(401)
     const token = (await c.core.createNamespacedServiceAccountToken({name: 'nobody', namespace: ns, body: {spec: {audiences: [], expirationSeconds: 600}}})).status!.token
-    for (const path of ['/pods', '/stats/summary', `/containerLogs/${ns}/holder/app`, '/metrics/resource', `/exec/${ns}/holder/app?command=id`, `/attach/${ns}/holder/app`, `/portForward/${ns}/holder`]) {
+    for (const path of [
+      '/pods',
+      '/stats/summary',
+      `/containerLogs/${ns}/holder/app`,
+      '/metrics/resource',
+      `/exec/${ns}/holder/app?command=id`,
+      `/attach/${ns}/holder/app`,
+      `/portForward/${ns}/holder`,
+    ]) {
       expect([path, (await direct(port, path, {token})).status]).toEqual([path, 403])
     }
     const user = c.kc.getCurrentUser()!

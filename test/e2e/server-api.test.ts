@@ -172,9 +172,19 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
     let out = ''
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()))
     try {
-      await waitFor(() => out.includes('last line\n'), () => `the existing tail line (got ${JSON.stringify(out)})`, 15_000, 50)
+      await waitFor(
+        () => out.includes('last line\n'),
+        () => `the existing tail line (got ${JSON.stringify(out)})`,
+        15_000,
+        50,
+      )
       appendFileSync(logFile(web, 1), formatCriLine('stdout', 'appended while following'))
-      await waitFor(() => out.includes('appended while following\n'), () => `the appended line (got ${JSON.stringify(out)})`, 10_000, 50)
+      await waitFor(
+        () => out.includes('appended while following\n'),
+        () => `the appended line (got ${JSON.stringify(out)})`,
+        10_000,
+        50,
+      )
       // The container ends: the stream drains what is left and closes, so kubectl exits 0.
       appendFileSync(logFile(web, 1), formatCriLine('stdout', 'goodbye'))
       known = known.map((p) =>

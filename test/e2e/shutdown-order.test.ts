@@ -51,11 +51,16 @@ describeE2e('up exit order: NotReady and cordoned before the pods are terminated
         },
       },
     })
-    const originals = await waitFor(async () => {
-      const pods = (await c.core.listNamespacedPod({namespace: ns})).items
-      const running = pods.filter((p) => p.spec?.nodeName === stoppingName && p.status?.containerStatuses?.[0]?.ready)
-      return running.length === 3 ? running : undefined
-    }, 'three Deployment pods running on the first node', 60_000, 250)
+    const originals = await waitFor(
+      async () => {
+        const pods = (await c.core.listNamespacedPod({namespace: ns})).items
+        const running = pods.filter((p) => p.spec?.nodeName === stoppingName && p.status?.containerStatuses?.[0]?.ready)
+        return running.length === 3 ? running : undefined
+      },
+      'three Deployment pods running on the first node',
+      60_000,
+      250,
+    )
     const originalUids = new Set(originals.map((p) => p.metadata!.uid!))
 
     const other = startVnode(otherName, ['--label', `vnode-e2e-group=${group}`, '--cpu', '1', '--memory', '2Gi', '--shutdown-grace', '5'])
@@ -66,18 +71,34 @@ describeE2e('up exit order: NotReady and cordoned before the pods are terminated
     const seenNodes: V1Node[] = []
     const watch = new c.lib.Watch(c.kc)
     const watches = await Promise.all([
-      watch.watch(`/api/v1/namespaces/${ns}/pods`, {}, (_t: string, p: V1Pod) => void seenPods.push(p), () => undefined),
-      watch.watch('/api/v1/nodes', {fieldSelector: `metadata.name=${stoppingName}`}, (_t: string, n: V1Node) => void seenNodes.push(n), () => undefined),
+      watch.watch(
+        `/api/v1/namespaces/${ns}/pods`,
+        {},
+        (_t: string, p: V1Pod) => void seenPods.push(p),
+        () => undefined,
+      ),
+      watch.watch(
+        '/api/v1/nodes',
+        {fieldSelector: `metadata.name=${stoppingName}`},
+        (_t: string, n: V1Node) => void seenNodes.push(n),
+        () => undefined,
+      ),
     ])
     try {
       await waitFor(() => seenNodes.length > 0 && seenPods.length >= 3, 'the watches to list', 10_000, 50)
       expect(await stopping.stop('SIGTERM')).toBe(0)
 
       let last: V1Pod[] = []
-      const replacements = await waitFor(async () => {
-        last = (await c.core.listNamespacedPod({namespace: ns})).items.filter((p) => !originalUids.has(p.metadata!.uid!))
-        return last.length >= 3 && last.filter((p) => p.spec?.nodeName === otherName && p.status?.containerStatuses?.[0]?.ready).length === 3 ? last : undefined
-      }, () => `three replacements running on the second node (replacements: ${last.map((p) => `${p.spec?.nodeName === stoppingName ? 'stopping node' : p.spec?.nodeName === otherName ? 'second node' : 'unbound'} ${p.status?.phase}`).join(', ')})`, 60_000, 250)
+      const replacements = await waitFor(
+        async () => {
+          last = (await c.core.listNamespacedPod({namespace: ns})).items.filter((p) => !originalUids.has(p.metadata!.uid!))
+          return last.length >= 3 && last.filter((p) => p.spec?.nodeName === otherName && p.status?.containerStatuses?.[0]?.ready).length === 3 ? last : undefined
+        },
+        () =>
+          `three replacements running on the second node (replacements: ${last.map((p) => `${p.spec?.nodeName === stoppingName ? 'stopping node' : p.spec?.nodeName === otherName ? 'second node' : 'unbound'} ${p.status?.phase}`).join(', ')})`,
+        60_000,
+        250,
+      )
       expect(replacements.map((p) => p.spec?.nodeName)).toEqual(replacements.map(() => otherName))
       // The stopped node's processes are gone: what runs is the second node's three.
       await waitFor(async () => (await processesMatching(marker)).length === 3, 'three pod processes, all of the second node', 10_000, 200)
@@ -87,7 +108,9 @@ describeE2e('up exit order: NotReady and cordoned before the pods are terminated
       expect(boundThere.map((p) => `${p.metadata?.name} ${p.status?.phase}`)).toEqual([])
 
       // The node was NotReady ("node is shutting down") and cordoned before the first pod's termination was written.
-      const firstTerminated = seenPods.filter((p) => originalUids.has(p.metadata!.uid!) && (p.status?.phase === 'Failed' || p.status?.containerStatuses?.[0]?.state?.terminated)).sort((a, b) => rv(a) - rv(b))[0]
+      const firstTerminated = seenPods
+        .filter((p) => originalUids.has(p.metadata!.uid!) && (p.status?.phase === 'Failed' || p.status?.containerStatuses?.[0]?.state?.terminated))
+        .sort((a, b) => rv(a) - rv(b))[0]
       expect(firstTerminated).toBeDefined()
       const cordoned = seenNodes.filter((n) => n.spec?.unschedulable).sort((a, b) => rv(a) - rv(b))[0]
       const notReady = seenNodes.filter((n) => ready(n)?.status === 'False').sort((a, b) => rv(a) - rv(b))[0]

@@ -12,7 +12,9 @@ function inotifyWatches(): number {
   for (const fd of readdirSync('/proc/self/fd')) {
     try {
       if (readlinkSync(`/proc/self/fd/${fd}`) !== 'anon_inode:inotify') continue
-      n += readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').split('\n').filter((l) => l.startsWith('inotify wd:')).length
+      n += readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('inotify wd:')).length
     } catch {
       /* closed meanwhile */
     }
@@ -46,7 +48,9 @@ spec:
   containers:
   - name: app
     image: busybox
-    env: [${Object.entries(env).map(([k, v]) => `{name: ${k}, value: "${v}"}`).join(', ')}]
+    env: [${Object.entries(env)
+      .map(([k, v]) => `{name: ${k}, value: "${v}"}`)
+      .join(', ')}]
 `
 
   beforeAll(async () => {
@@ -81,23 +85,36 @@ spec:
 
   const read = (name: string, namespace: string) => c.core.readNamespacedPod({name, namespace})
   const running = (name: string, namespace: string, ok: (p: V1Pod) => boolean = () => true) =>
-    waitFor(async () => {
-      const p = await read(name, namespace)
-      return p.status?.phase === 'Running' && ok(p) ? p : undefined
-    }, `${namespace}/${name} Running`, 20_000, 100)
+    waitFor(
+      async () => {
+        const p = await read(name, namespace)
+        return p.status?.phase === 'Running' && ok(p) ? p : undefined
+      },
+      `${namespace}/${name} Running`,
+      20_000,
+      100,
+    )
   const gone = (name: string, namespace: string) =>
-    waitFor(async () => {
-      try {
-        await read(name, namespace)
-        return false
-      } catch (error) {
-        return (error as {code?: number}).code === 404
-      }
-    }, `${namespace}/${name} gone`, 20_000, 100)
+    waitFor(
+      async () => {
+        try {
+          await read(name, namespace)
+          return false
+        } catch (error) {
+          return (error as {code?: number}).code === 404
+        }
+      },
+      `${namespace}/${name} gone`,
+      20_000,
+      100,
+    )
 
   test('both manifests run; their mirror pods carry the config annotations and are owned by the Node', async () => {
     const node = await c.core.readNode({name: nodeName})
-    for (const [name, namespace] of [[web, 'default'], [db, ns]]) {
+    for (const [name, namespace] of [
+      [web, 'default'],
+      [db, ns],
+    ]) {
       const m = await running(name, namespace)
       const a = m.metadata!.annotations!
       expect(a[Mirror]).toMatch(/^[0-9a-f]{32}$/)
@@ -150,10 +167,15 @@ spec:
   test('an invalid manifest is skipped with a Warning on the Node naming the file and the problem; the rest runs on', async () => {
     writeFileSync(join(dir, 'broken.yaml'), 'apiVersion: v1\nkind: Pod\nspec: [oops')
     writeFileSync(join(dir, 'secret.yaml'), `${manifest('sneaky', ns)}  volumes: [{name: creds, secret: {secretName: creds}}]\n`)
-    const events = await waitFor(async () => {
-      const list = await c.core.listNamespacedEvent({namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${nodeName},reason=FailedValidation`})
-      return list.items.length >= 2 ? list.items : undefined
-    }, 'two Warning events on the Node', 20_000, 200)
+    const events = await waitFor(
+      async () => {
+        const list = await c.core.listNamespacedEvent({namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${nodeName},reason=FailedValidation`})
+        return list.items.length >= 2 ? list.items : undefined
+      },
+      'two Warning events on the Node',
+      20_000,
+      200,
+    )
     const messages = events.map((e) => e.message).sort()
     expect(events.every((e) => e.type === 'Warning')).toBe(true)
     expect(messages[0]).toMatch(new RegExp(`^static pod manifest ${join(dir, 'broken.yaml')} skipped: cannot parse: `))
@@ -172,8 +194,16 @@ spec:
     await c.core.createNamespacedPod({namespace: ns, body: {metadata: {name: 'api-pod'}, spec: {nodeName, containers: [{name: 'app', image: 'busybox'}]}}})
     await running('api-pod', ns)
     const list = await kubectl(['get', 'pods', '-n', ns, '--no-headers', '-o', 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,MIRROR:.metadata.annotations.kubernetes\\.io/config\\.mirror'])
-    const rows = list.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/))
-    expect(rows).toEqual(expect.arrayContaining([['api-pod', 'Running', '<none>'], [db, 'Running', expect.stringMatching(/^[0-9a-f]{32}$/)]]))
+    const rows = list.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.trim().split(/\s+/))
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        ['api-pod', 'Running', '<none>'],
+        [db, 'Running', expect.stringMatching(/^[0-9a-f]{32}$/)],
+      ]),
+    )
     // The mirror is not run as a pod of its own: the provider runs exactly the two static pods and the API pod.
     const live = (await provider.getPods()).map((p) => p.metadata!.name).sort()
     expect(live).toEqual(['api-pod', db, web].sort())
@@ -216,7 +246,10 @@ describeE2e('an empty or missing manifest directory still counts as seen', () =>
     const dir = join(runDir(), 'manifests', nodeName)
     if (make) mkdirSync(dir, {recursive: true})
     // A mirror pod for this node from an earlier run whose manifest is gone (it is deleted only once every source has been seen).
-    await c.core.createNamespacedPod({namespace: ns, body: {metadata: {name: `old-${nodeName}`, annotations: {[Mirror]: 'f'.repeat(32), [Hash]: 'f'.repeat(32)}}, spec: {nodeName, containers: [{name: 'app', image: 'busybox'}]}}})
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {metadata: {name: `old-${nodeName}`, annotations: {[Mirror]: 'f'.repeat(32), [Hash]: 'f'.repeat(32)}}, spec: {nodeName, containers: [{name: 'app', image: 'busybox'}]}},
+    })
     const stateDir = join(runDir(), 'nodes', nodeName)
     mkdirSync(stateDir, {recursive: true})
     let provider: TestProvider | undefined
@@ -226,14 +259,19 @@ describeE2e('an empty or missing manifest directory still counts as seen', () =>
     let stopped = false
     try {
       await emulator.start()
-      await waitFor(async () => {
-        try {
-          await c.core.readNamespacedPod({name: `old-${nodeName}`, namespace: ns})
-          return false
-        } catch (error) {
-          return (error as {code?: number}).code === 404
-        }
-      }, 'the orphaned mirror deleted', 15_000, 100)
+      await waitFor(
+        async () => {
+          try {
+            await c.core.readNamespacedPod({name: `old-${nodeName}`, namespace: ns})
+            return false
+          } catch (error) {
+            return (error as {code?: number}).code === 404
+          }
+        },
+        'the orphaned mirror deleted',
+        15_000,
+        100,
+      )
       expect(provider!.calls).toEqual([])
       // An existing directory is watched (a missing one is looked for by the periodic listing).
       expect(watchers()).toBe(watchersBefore + (make ? 1 : 0))

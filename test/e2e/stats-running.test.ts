@@ -25,14 +25,19 @@ describeE2e('stats and metrics of a running pod, through the API server', () => 
     expect(pid).toBeGreaterThan(0)
     // Usage is sampled every few seconds: the sample that saw the buffer allocated is the one to read.
     let last: unknown
-    const summary = await waitFor(async () => {
-      const r = await kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/stats/summary`])
-      const s = JSON.parse(r.stdout) as Summary
-      const pod = s.pods.find((p) => p.podRef.name === 'busy' && p.podRef.namespace === ns)
-      last = pod?.containers[0]
-      const c0 = pod?.containers[0]
-      return c0 && (c0.cpu?.usageCoreNanoSeconds ?? 0) > 0 && (c0.memory?.workingSetBytes ?? 0) > 64 * 2 ** 20 ? s : undefined
-    }, () => `the pod in /stats/summary with its 64 MiB (last: ${JSON.stringify(last)})`, 30_000, 500)
+    const summary = await waitFor(
+      async () => {
+        const r = await kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/stats/summary`])
+        const s = JSON.parse(r.stdout) as Summary
+        const pod = s.pods.find((p) => p.podRef.name === 'busy' && p.podRef.namespace === ns)
+        last = pod?.containers[0]
+        const c0 = pod?.containers[0]
+        return c0 && (c0.cpu?.usageCoreNanoSeconds ?? 0) > 0 && (c0.memory?.workingSetBytes ?? 0) > 64 * 2 ** 20 ? s : undefined
+      },
+      () => `the pod in /stats/summary with its 64 MiB (last: ${JSON.stringify(last)})`,
+      30_000,
+      500,
+    )
     expect(summary.node.nodeName).toBe(node)
     const container = summary.pods.find((p) => p.podRef.name === 'busy')!.containers[0]
     expect(container.name).toBe('main')

@@ -23,7 +23,12 @@ describeE2e('up without the dashboard: a line per pod change', () => {
 
   const podLines = (name: string) => f.node.lines.filter((l): l is PodLine => l.kind === 'pod' && (l as PodLine).name === name && (l as PodLine).namespace === f.ns)
   const waitPodLine = (name: string, pred: (l: PodLine) => boolean, what: string, timeoutMs = 30_000) =>
-    waitFor(() => podLines(name).find(pred), () => `${name}: ${what} (pod lines so far: ${JSON.stringify(podLines(name).map((l) => l.message))})`, timeoutMs, 100)
+    waitFor(
+      () => podLines(name).find(pred),
+      () => `${name}: ${what} (pod lines so far: ${JSON.stringify(podLines(name).map((l) => l.message))})`,
+      timeoutMs,
+      100,
+    )
 
   test('a readiness flip, a restart and a crash loop each print one line; lines match kubectl get pod; the summary is last', async () => {
     const marker = uniqueName('lines')

@@ -24,7 +24,6 @@ export interface Seen {
   reads: number
 }
 
-
 /** What the reader wrote to out, if anything yet. */
 export function readSeen(out: string): Seen | undefined {
   return existsSync(out) ? (JSON.parse(readFileSync(out, 'utf8')) as Seen) : undefined

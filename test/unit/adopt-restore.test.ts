@@ -56,7 +56,10 @@ describe('adoption', () => {
     const c = sleeper()
     const dir = tempDir('adopt-')
     // As if the recorded process ended and the kernel gave its pid to this one.
-    const proc = ContainerProcess.adopt({pid: c.pid!, startTicks: readStat(c.pid!)!.startTime + 7, startedAt: new Date(), env: {}, cwd: '/', logPath: join(dir, '0.log'), pipes: outputPipes(join(dir, 'none'))}, 20)
+    const proc = ContainerProcess.adopt(
+      {pid: c.pid!, startTicks: readStat(c.pid!)!.startTime + 7, startedAt: new Date(), env: {}, cwd: '/', logPath: join(dir, '0.log'), pipes: outputPipes(join(dir, 'none'))},
+      20,
+    )
     proc.signal('SIGKILL')
     const exit = await proc.exited
     expect(exit.unknown).toBe(true)

@@ -2,15 +2,20 @@ import {describe, expect, test} from '@jest/globals'
 import {CompDirective, type CompletionCommand, type CompletionSources, complete, formatCompletion} from '../../src/cli/completion.js'
 
 const commands: CompletionCommand[] = [
-  {path: ['up'], summary: 'Register a node\nmore text', takesPods: false, flags: {
-    name: {type: 'option', summary: 'node name'},
-    sandbox: {type: 'option', options: ['auto', 'namespaces', 'none']},
-    'state-dir': {type: 'option'},
-    kubeconfig: {type: 'option'},
-    context: {type: 'option'},
-    tui: {type: 'boolean', allowNo: true},
-    secret: {type: 'boolean', hidden: true},
-  }},
+  {
+    path: ['up'],
+    summary: 'Register a node\nmore text',
+    takesPods: false,
+    flags: {
+      name: {type: 'option', summary: 'node name'},
+      sandbox: {type: 'option', options: ['auto', 'namespaces', 'none']},
+      'state-dir': {type: 'option'},
+      kubeconfig: {type: 'option'},
+      context: {type: 'option'},
+      tui: {type: 'boolean', allowNo: true},
+      secret: {type: 'boolean', hidden: true},
+    },
+  },
   {path: ['kill'], summary: 'Terminate pods', takesPods: true, flags: {namespace: {type: 'option', char: 'n'}, force: {type: 'boolean'}, kubeconfig: {type: 'option'}}},
   {path: ['cluster', 'up'], summary: 'Start a control plane', takesPods: false, flags: {dir: {type: 'option'}}},
   {path: ['cluster', 'down'], summary: 'Stop it', takesPods: false, flags: {}},

@@ -69,7 +69,11 @@ describe('exec processes', () => {
     const out = collect(stdout)
     const err = collect(stderr)
     const abort = new AbortController()
-    const h = await startExec(['sh', '-c', 'echo "$GREETING from $(pwd)"; tr a-z A-Z; echo oops >&2; exit 3'], {env: {PATH, GREETING: 'hello'}, cwd: dir}, {stdin, stdout, stderr, tty: false, signal: abort.signal})
+    const h = await startExec(
+      ['sh', '-c', 'echo "$GREETING from $(pwd)"; tr a-z A-Z; echo oops >&2; exit 3'],
+      {env: {PATH, GREETING: 'hello'}, cwd: dir},
+      {stdin, stdout, stderr, tty: false, signal: abort.signal},
+    )
     stdin.end('piped\n')
     expect(await h.done).toBe(3)
     expect(out()).toBe(`hello from ${dir}\nPIPED\n`)

@@ -43,7 +43,15 @@ describe('kubelet admission', () => {
   })
 
   test('init containers count as the max, sidecars add up', () => {
-    const p = pod({initContainers: [{name: 'i', image: 'i', resources: {requests: {cpu: '3'}}}, {name: 's', image: 'i', restartPolicy: 'Always', resources: {requests: {cpu: '100m'}}}]}, {cpu: '200m'})
+    const p = pod(
+      {
+        initContainers: [
+          {name: 'i', image: 'i', resources: {requests: {cpu: '3'}}},
+          {name: 's', image: 'i', restartPolicy: 'Always', resources: {requests: {cpu: '100m'}}},
+        ],
+      },
+      {cpu: '200m'},
+    )
     expect(podRequests(p).cpu).toBe(3000)
   })
 
@@ -62,7 +70,7 @@ describe('kubelet admission', () => {
     expect(admitPod(pod({affinity: affinity('DoesNotExist', undefined, 'gpu')}), node, []).admit).toBe(true)
   })
 
-  test('NoExecute taints must be tolerated; NoSchedule ones are the scheduler\'s business', () => {
+  test("NoExecute taints must be tolerated; NoSchedule ones are the scheduler's business", () => {
     const tainted = {...node, taints: [...node.taints, {key: 'dedicated', value: 'x', effect: 'NoExecute'}]}
     expect(admitPod(pod(), node, []).admit).toBe(true)
     expect(admitPod(pod(), tainted, [])).toEqual({

@@ -31,9 +31,16 @@ describe('pod config: incremental ops with the kubelet update rule', () => {
     expect(kinds(c.upsertOne(pod('a', {metadata: {annotations: {'team.example/owner': 'x'}}})))).toEqual([['UPDATE', ['a']]])
     expect(kinds(c.upsertOne(pod('a', {metadata: {annotations: {'team.example/owner': 'x'}}, spec: {containers: [{name: 'c', image: 'j'}]}})))).toEqual([['UPDATE', ['a']]])
     // A status-only change is a RECONCILE.
-    expect(kinds(c.upsertOne(pod('a', {metadata: {annotations: {'team.example/owner': 'x'}}, spec: {containers: [{name: 'c', image: 'j'}]}, status: {phase: 'Running'}})))).toEqual([['RECONCILE', ['a']]])
+    expect(kinds(c.upsertOne(pod('a', {metadata: {annotations: {'team.example/owner': 'x'}}, spec: {containers: [{name: 'c', image: 'j'}]}, status: {phase: 'Running'}})))).toEqual([
+      ['RECONCILE', ['a']],
+    ])
     // A deletionTimestamp makes it a DELETE, and so does a shorter deletion grace.
-    const deleting = (g: number) => pod('a', {metadata: {annotations: {'team.example/owner': 'x'}, deletionTimestamp: new Date(1e12), deletionGracePeriodSeconds: g}, spec: {containers: [{name: 'c', image: 'j'}]}, status: {phase: 'Running'}})
+    const deleting = (g: number) =>
+      pod('a', {
+        metadata: {annotations: {'team.example/owner': 'x'}, deletionTimestamp: new Date(1e12), deletionGracePeriodSeconds: g},
+        spec: {containers: [{name: 'c', image: 'j'}]},
+        status: {phase: 'Running'},
+      })
     expect(kinds(c.upsertOne(deleting(30)))).toEqual([['DELETE', ['a']]])
     expect(kinds(c.upsertOne(deleting(5)))).toEqual([['DELETE', ['a']]])
   })
@@ -42,7 +49,11 @@ describe('pod config: incremental ops with the kubelet update rule', () => {
     const c = new PodConfig()
     c.set([pod('a'), pod('b')])
     const ops = c.set([pod('b', {metadata: {labels: {x: 'y'}}}), pod('c')])
-    expect(kinds(ops)).toEqual([['REMOVE', ['a']], ['ADD', ['c']], ['UPDATE', ['b']]])
+    expect(kinds(ops)).toEqual([
+      ['REMOVE', ['a']],
+      ['ADD', ['c']],
+      ['UPDATE', ['b']],
+    ])
     expect(c.size).toBe(2)
   })
 

@@ -12,7 +12,17 @@ const written = (): V1PodStatus => ({
     {type: 'Ready', status: 'True', lastTransitionTime: new Date('2026-12-01T10:00:01.789Z')},
   ],
   containerStatuses: [
-    {name: 'a', ready: true, started: true, restartCount: 1, image: 'busybox', imageID: '', containerID: 'vnode://1', state: {running: {startedAt: new Date('2026-12-01T10:00:01.5Z')}}, lastState: {terminated: {exitCode: 1, reason: 'Error'}}},
+    {
+      name: 'a',
+      ready: true,
+      started: true,
+      restartCount: 1,
+      image: 'busybox',
+      imageID: '',
+      containerID: 'vnode://1',
+      state: {running: {startedAt: new Date('2026-12-01T10:00:01.5Z')}},
+      lastState: {terminated: {exitCode: 1, reason: 'Error'}},
+    },
   ],
 })
 

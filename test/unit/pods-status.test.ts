@@ -14,10 +14,23 @@ function pod(extra: Partial<V1Pod['spec']> = {}, status?: V1Pod['status']): V1Po
 }
 
 const running = (name: string, ready = true): V1ContainerStatus => ({
-  name, image: 'img', imageID: '', ready, started: true, restartCount: 0, containerID: `test://${name}`, state: {running: {startedAt: t0}},
+  name,
+  image: 'img',
+  imageID: '',
+  ready,
+  started: true,
+  restartCount: 0,
+  containerID: `test://${name}`,
+  state: {running: {startedAt: t0}},
 })
 const exited = (name: string, exitCode: number): V1ContainerStatus => ({
-  name, image: 'img', imageID: '', ready: false, started: false, restartCount: 0, state: {terminated: {exitCode, reason: exitCode ? 'Error' : 'Completed', finishedAt: t0}},
+  name,
+  image: 'img',
+  imageID: '',
+  ready: false,
+  started: false,
+  restartCount: 0,
+  state: {terminated: {exitCode, reason: exitCode ? 'Error' : 'Completed', finishedAt: t0}},
 })
 
 function build(p: V1Pod, over: Partial<StatusInput> = {}) {
@@ -120,7 +133,15 @@ describe('pod status building', () => {
   })
 
   test('a terminated pod whose container never started: Failed, but its conditions are those of the Pending pod it was (TerminatePod leaves them)', () => {
-    const waiting: V1ContainerStatus = {name: 'app', image: 'img', imageID: '', ready: false, started: false, restartCount: 0, state: {waiting: {reason: 'CreateContainerConfigError', message: 'configmap "x" not found'}}}
+    const waiting: V1ContainerStatus = {
+      name: 'app',
+      image: 'img',
+      imageID: '',
+      ready: false,
+      started: false,
+      restartCount: 0,
+      state: {waiting: {reason: 'CreateContainerConfigError', message: 'configmap "x" not found'}},
+    }
     const s = build(pod(), {reported: {containerStatuses: [waiting]}, podIsTerminal: true, couldHaveRunningContainers: false})
     expect(s.phase).toBe('Failed')
     expect(s.containerStatuses![0].state!.terminated).toMatchObject({exitCode: 137, reason: 'ContainerStatusUnknown'})
@@ -158,7 +179,11 @@ describe('pod status building', () => {
     const s = build(p)
     expect(s.observedGeneration).toBe(3)
     expect(s.conditions!.map((c) => [c.type, c.observedGeneration])).toEqual([
-      ['PodReadyToStartContainers', 3], ['Initialized', 3], ['Ready', 3], ['ContainersReady', 3], ['PodScheduled', 3],
+      ['PodReadyToStartContainers', 3],
+      ['Initialized', 3],
+      ['Ready', 3],
+      ['ContainersReady', 3],
+      ['PodScheduled', 3],
     ])
     expect(build(p, {previous: {...s, observedGeneration: 5}}).observedGeneration).toBe(5)
     expect(build(pod()).observedGeneration).toBeUndefined()
@@ -172,14 +197,26 @@ describe('pod status building', () => {
 
   test('every container reports its volume mounts; one the runtime knows also its resources and allocated requests', () => {
     const resources = {requests: {cpu: '50m', memory: '16Mi'}, limits: {memory: '32Mi'}}
-    const volumeMounts = [{name: 'data', mountPath: '/data'}, {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true}]
-    const p = pod({containers: [{name: 'app', image: 'img', resources, volumeMounts}, {name: 'plain', image: 'img'}, {name: 'waiting', image: 'img', volumeMounts}]})
+    const volumeMounts = [
+      {name: 'data', mountPath: '/data'},
+      {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true},
+    ]
+    const p = pod({
+      containers: [
+        {name: 'app', image: 'img', resources, volumeMounts},
+        {name: 'plain', image: 'img'},
+        {name: 'waiting', image: 'img', volumeMounts},
+      ],
+    })
     const waiting: V1ContainerStatus = {name: 'waiting', image: 'img', imageID: '', ready: false, restartCount: 0, state: {waiting: {reason: 'CreateContainerConfigError'}}}
     const s = build(p, {reported: {containerStatuses: [running('app'), running('plain'), waiting]}, sandboxReady: true})
     const app = s.containerStatuses!.find((c) => c.name === 'app')!
     expect(app.resources).toEqual(resources)
     expect(app.allocatedResources).toEqual(resources.requests)
-    expect(app.volumeMounts).toEqual([{name: 'data', mountPath: '/data'}, {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true, recursiveReadOnly: 'Disabled'}])
+    expect(app.volumeMounts).toEqual([
+      {name: 'data', mountPath: '/data'},
+      {name: 'token', mountPath: '/var/run/secrets/t', readOnly: true, recursiveReadOnly: 'Disabled'},
+    ])
     const plain = s.containerStatuses!.find((c) => c.name === 'plain')!
     expect(plain.resources).toEqual({})
     expect(plain).not.toHaveProperty('allocatedResources')

@@ -42,7 +42,15 @@ function pod(name: string, opts: {env?: Record<string, string>; grace?: number; 
 }
 
 function deleting(p: V1Pod, grace: number): V1Pod {
-  return {...structuredClone(p), metadata: {...structuredClone(p.metadata), resourceVersion: String(Number(p.metadata!.resourceVersion) + 1), deletionTimestamp: new Date(Date.now() + grace * 1000), deletionGracePeriodSeconds: grace}}
+  return {
+    ...structuredClone(p),
+    metadata: {
+      ...structuredClone(p.metadata),
+      resourceVersion: String(Number(p.metadata!.resourceVersion) + 1),
+      deletionTimestamp: new Date(Date.now() + grace * 1000),
+      deletionGracePeriodSeconds: grace,
+    },
+  }
 }
 
 const until = async (fn: () => boolean, what: string, ms = 5_000) => {
@@ -99,10 +107,13 @@ describe('pod workers and the status manager with a test provider', () => {
     let open!: () => void
     const gate = new Promise<void>((r) => (open = r))
     let waiting = 0
-    const {core, c} = setup({transitionHoldMs: 50, throttle: async () => {
-      waiting++
-      await gate
-    }})
+    const {core, c} = setup({
+      transitionHoldMs: 50,
+      throttle: async () => {
+        waiting++
+        await gate
+      },
+    })
     const p = pod('queued', {env: {TEST_START_MS: '300'}})
     c.upsert(p)
     // The hold ended while the start still runs: a ContainerCreating write asks for its token...
@@ -266,7 +277,11 @@ describe('pod workers and the status manager with a test provider', () => {
     c.upsert(pod('big', {cpu: '8'}))
     await until(() => core.patches.length === 1, 'the rejection status')
     await c.settled()
-    expect(core.patches[0].body.status).toMatchObject({phase: 'Failed', reason: 'OutOfcpu', message: "Pod was rejected: Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000"})
+    expect(core.patches[0].body.status).toMatchObject({
+      phase: 'Failed',
+      reason: 'OutOfcpu',
+      message: "Pod was rejected: Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000",
+    })
     expect(events).toContainEqual({type: 'Warning', reason: 'OutOfcpu', message: "Node didn't have enough resource: cpu, requested: 8000, used: 0, capacity: 4000"})
     expect(provider.calls).toEqual([])
   })

@@ -11,7 +11,16 @@ const tsDirs = (dir: string) => readdirSync(dir).filter((e) => e.startsWith('..'
 describe('the AtomicWriter layout', () => {
   test('files in a timestamped directory, ..data linking to it, top-level names linking through ..data; read-only directories', async () => {
     const dir = join(fresh(), 'vol')
-    expect(await writeAtomic(dir, [{path: 'a', content: '1', mode: 0o644}, {path: 'conf/b', content: '2', mode: 0o640}], {private: false})).toBe(true)
+    expect(
+      await writeAtomic(
+        dir,
+        [
+          {path: 'a', content: '1', mode: 0o644},
+          {path: 'conf/b', content: '2', mode: 0o640},
+        ],
+        {private: false},
+      ),
+    ).toBe(true)
     expect(readlinkSync(join(dir, 'a'))).toBe('..data/a')
     expect(readlinkSync(join(dir, 'conf'))).toBe('..data/conf')
     expect(readlinkSync(join(dir, '..data'))).toMatch(/^\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\./)
@@ -23,9 +32,25 @@ describe('the AtomicWriter layout', () => {
 
   test('the same payload writes nothing; a change swaps ..data and removes the old version; a key gone loses its link', async () => {
     const dir = join(fresh(), 'vol')
-    await writeAtomic(dir, [{path: 'a', content: '1', mode: 0o644}, {path: 'b', content: 'x', mode: 0o644}], {private: false})
+    await writeAtomic(
+      dir,
+      [
+        {path: 'a', content: '1', mode: 0o644},
+        {path: 'b', content: 'x', mode: 0o644},
+      ],
+      {private: false},
+    )
     const first = readlinkSync(join(dir, '..data'))
-    expect(await writeAtomic(dir, [{path: 'a', content: '1', mode: 0o644}, {path: 'b', content: 'x', mode: 0o644}], {private: false})).toBe(false)
+    expect(
+      await writeAtomic(
+        dir,
+        [
+          {path: 'a', content: '1', mode: 0o644},
+          {path: 'b', content: 'x', mode: 0o644},
+        ],
+        {private: false},
+      ),
+    ).toBe(false)
     expect(readlinkSync(join(dir, '..data'))).toBe(first)
     expect(await writeAtomic(dir, [{path: 'a', content: '2', mode: 0o644}], {private: false})).toBe(true)
     expect(readlinkSync(join(dir, '..data'))).not.toBe(first)

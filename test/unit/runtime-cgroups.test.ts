@@ -11,7 +11,10 @@ import {burstableShares, computeQos, containerResources, milliCpuToQuota, milliC
 import {CgroupV2} from '../../src/emulator/runtime/cgroups/v2.js'
 
 const c = (name: string, resources?: V1Container['resources'], extra: Partial<V1Container> = {}): V1Container => ({name, image: 'x', ...(resources ? {resources} : {}), ...extra})
-const pod = (containers: V1Container[], initContainers: V1Container[] = []): V1Pod => ({metadata: {uid: 'u-1', name: 'p', namespace: 'ns'}, spec: {containers, ...(initContainers.length ? {initContainers} : {})}})
+const pod = (containers: V1Container[], initContainers: V1Container[] = []): V1Pod => ({
+  metadata: {uid: 'u-1', name: 'p', namespace: 'ns'},
+  spec: {containers, ...(initContainers.length ? {initContainers} : {})},
+})
 
 describe('resource conversions, as the kubelet computes them', () => {
   test('shares and CFS quota from millicores (cm/helpers_linux.go)', () => {
@@ -39,7 +42,13 @@ describe('resource conversions, as the kubelet computes them', () => {
   })
 
   test('a container: shares from the request (else the limit), quota from the limit, the memory limit', () => {
-    expect(containerResources(c('a', {requests: {cpu: '100m'}, limits: {cpu: '200m', memory: '64Mi'}}))).toEqual({cpuShares: 102, cpuQuota: 20_000, cpuPeriod: 100_000, memoryLimit: 64 * 2 ** 20, pidsLimit: -1})
+    expect(containerResources(c('a', {requests: {cpu: '100m'}, limits: {cpu: '200m', memory: '64Mi'}}))).toEqual({
+      cpuShares: 102,
+      cpuQuota: 20_000,
+      cpuPeriod: 100_000,
+      memoryLimit: 64 * 2 ** 20,
+      pidsLimit: -1,
+    })
     expect(containerResources(c('a', {limits: {cpu: '1'}}))).toMatchObject({cpuShares: 1024, cpuQuota: 100_000, memoryLimit: -1})
     expect(containerResources(c('a'))).toMatchObject({cpuShares: 2, cpuQuota: -1, memoryLimit: -1})
   })
@@ -51,11 +60,14 @@ describe('resource conversions, as the kubelet computes them', () => {
     expect(podResources(partial)).toMatchObject({cpuShares: 614, cpuQuota: -1, memoryLimit: -1})
     expect(podResources(pod([c('a')]), 100)).toMatchObject({cpuShares: 2, cpuQuota: -1, memoryLimit: -1, pidsLimit: 100})
     // An init container counts alone (max), sidecars with the rest (sum).
-    const withInit = pod([c('a', {limits: {cpu: '100m', memory: '10Mi'}})], [c('init', {limits: {cpu: '1', memory: '100Mi'}}), c('side', {limits: {cpu: '100m', memory: '10Mi'}}, {restartPolicy: 'Always'})])
+    const withInit = pod(
+      [c('a', {limits: {cpu: '100m', memory: '10Mi'}})],
+      [c('init', {limits: {cpu: '1', memory: '100Mi'}}), c('side', {limits: {cpu: '100m', memory: '10Mi'}}, {restartPolicy: 'Always'})],
+    )
     expect(podResources(withInit)).toMatchObject({cpuQuota: 100_000, memoryLimit: 100 * 2 ** 20})
   })
 
-  test('the burstable class shares the sum of its pods\' cpu requests', () => {
+  test("the burstable class shares the sum of its pods' cpu requests", () => {
     const b1 = pod([c('a', {requests: {cpu: '300m'}})])
     const g = pod([c('a', {limits: {cpu: '1', memory: '1Gi'}})])
     expect(burstableShares([b1, b1, g])).toBe(milliCpuToShares(600))
@@ -125,14 +137,18 @@ describe('resize decisions', () => {
     expect(resizeNeedsRestart(policy, ['memory'])).toBe(true)
   })
 
-  test('infeasible beyond allocatable, with the kubelet\'s message', () => {
+  test("infeasible beyond allocatable, with the kubelet's message", () => {
     expect(infeasibleMessage(pod([c('a', {requests: {cpu: '3'}})]), {cpuCores: 2, memoryBytes: 2 ** 30})).toBe("Node didn't have enough capacity: cpu, requested: 3000, capacity: 2000")
-    expect(infeasibleMessage(pod([c('a', {requests: {memory: '2Gi'}})]), {cpuCores: 2, memoryBytes: 2 ** 30})).toBe(`Node didn't have enough capacity: memory, requested: ${2 * 2 ** 30}, capacity: ${2 ** 30}`)
+    expect(infeasibleMessage(pod([c('a', {requests: {memory: '2Gi'}})]), {cpuCores: 2, memoryBytes: 2 ** 30})).toBe(
+      `Node didn't have enough capacity: memory, requested: ${2 * 2 ** 30}, capacity: ${2 ** 30}`,
+    )
     expect(infeasibleMessage(pod([c('a', {requests: {cpu: '1'}})]), {cpuCores: 2, memoryBytes: 2 ** 30})).toBeUndefined()
   })
 
-  test('the completion message is Go\'s JSON of the allocation (keys sorted, empty lists left out)', () => {
-    expect(resizeCompletedMessage(pod([c('a', {requests: {memory: '1Mi', cpu: '1'}}), c('b')]))).toBe('Pod resize completed: {"containers":[{"name":"a","resources":{"requests":{"cpu":"1","memory":"1Mi"}}},{"name":"b","resources":{}}]}')
+  test("the completion message is Go's JSON of the allocation (keys sorted, empty lists left out)", () => {
+    expect(resizeCompletedMessage(pod([c('a', {requests: {memory: '1Mi', cpu: '1'}}), c('b')]))).toBe(
+      'Pod resize completed: {"containers":[{"name":"a","resources":{"requests":{"cpu":"1","memory":"1Mi"}}},{"name":"b","resources":{}}]}',
+    )
   })
 
   test('status resources: what runs, else the spec; empty lists left out', () => {

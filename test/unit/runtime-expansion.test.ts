@@ -2,7 +2,13 @@ import {describe, expect, test} from '@jest/globals'
 import {expand, mappingFor} from '../../src/emulator/runtime/expansion.js'
 
 describe('$(VAR) expansion (Kubernetes rules)', () => {
-  const m = mappingFor(new Map([['A', 'alpha'], ['EMPTY', '']]), {B: 'beta'})
+  const m = mappingFor(
+    new Map([
+      ['A', 'alpha'],
+      ['EMPTY', ''],
+    ]),
+    {B: 'beta'},
+  )
   test.each([
     ['$(A)', 'alpha'],
     ['x$(A)y$(B)z', 'xalphaybetaz'],

@@ -7,7 +7,7 @@ import {grpcHealthCheck, healthCheckRequest, servingStatus} from '../../src/emul
 /** A length-prefixed HealthCheckResponse{status}. */
 const response = (status: number) => Buffer.from([0, 0, 0, 0, 2, 0x08, status])
 
-describe('gRPC health probe (the kubelet\'s pkg/probe/grpc)', () => {
+describe("gRPC health probe (the kubelet's pkg/probe/grpc)", () => {
   let server: http2.Http2Server
   let port: number
   const seen: string[] = []

@@ -7,7 +7,10 @@ import {parseCriLine} from '../../src/emulator/runtime/log-layout.js'
 import {ContainerLogWriter, MaxCriRecordChars, tailLogContent} from '../../src/emulator/runtime/logs.js'
 
 function records(path: string) {
-  return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => parseCriLine(l)!)
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => parseCriLine(l)!)
 }
 
 describe('CRI log writer', () => {

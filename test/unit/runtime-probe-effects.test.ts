@@ -12,7 +12,7 @@ const container = (spec: Partial<V1Container>, extra: Partial<ProbedContainer> =
 })
 const running = {terminating: false, restartPolicy: 'Always'}
 
-describe('what a probe verdict does to its container (the kubelet\'s SyncPod on prober results)', () => {
+describe("what a probe verdict does to its container (the kubelet's SyncPod on prober results)", () => {
   test('probes start startup, liveness, readiness; an init container runs none', () => {
     const spec = {readinessProbe: probe(), livenessProbe: probe(), startupProbe: probe()}
     expect(containerProbes(container(spec)).map(([k]) => k)).toEqual(['startup', 'liveness', 'readiness'])
@@ -34,10 +34,18 @@ describe('what a probe verdict does to its container (the kubelet\'s SyncPod on 
     expect(probeEffect(container({startupProbe: probe(), readinessProbe: probe()}, {started: false}), 'startup', 'Success', running)).toEqual({effect: 'started', ready: false})
   })
 
-  test('a liveness or startup failure kills the container with the kubelet\'s message and the probe\'s grace', () => {
-    expect(probeEffect(container({livenessProbe: probe()}), 'liveness', 'Failure', running)).toEqual({effect: 'kill', message: 'Container c failed liveness probe, will be restarted', graceMs: undefined})
+  test("a liveness or startup failure kills the container with the kubelet's message and the probe's grace", () => {
+    expect(probeEffect(container({livenessProbe: probe()}), 'liveness', 'Failure', running)).toEqual({
+      effect: 'kill',
+      message: 'Container c failed liveness probe, will be restarted',
+      graceMs: undefined,
+    })
     expect(probeEffect(container({startupProbe: probe(3)}), 'startup', 'Failure', running)).toEqual({effect: 'kill', message: 'Container c failed startup probe, will be restarted', graceMs: 3000})
-    expect(probeEffect(container({livenessProbe: probe(0)}), 'liveness', 'Failure', {...running, restartPolicy: 'Never'})).toEqual({effect: 'kill', message: 'Container c failed liveness probe', graceMs: 0})
+    expect(probeEffect(container({livenessProbe: probe(0)}), 'liveness', 'Failure', {...running, restartPolicy: 'Never'})).toEqual({
+      effect: 'kill',
+      message: 'Container c failed liveness probe',
+      graceMs: 0,
+    })
     // A sidecar restarts whatever the pod's policy.
     expect(probeEffect(container({livenessProbe: probe()}, {kind: 'sidecar'}), 'liveness', 'Failure', {...running, restartPolicy: 'Never'})).toMatchObject({
       message: 'Init container c failed liveness probe, will be restarted',

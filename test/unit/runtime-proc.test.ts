@@ -61,7 +61,11 @@ print(pid, flush=True); time.sleep(30)`
       }
       for (const p of pgids) {
         expect(all.get(p)).toHaveLength(3)
-        expect(groupMembers(p).map((m) => m.pid).sort()).toEqual((all.get(p) as {pid: number}[]).map((m) => m.pid).sort())
+        expect(
+          groupMembers(p)
+            .map((m) => m.pid)
+            .sort(),
+        ).toEqual((all.get(p) as {pid: number}[]).map((m) => m.pid).sort())
       }
       expect(processGroups(new Set([pgids[0]])).has(pgids[1])).toBe(false)
       expect(processGroups(new Set()).size).toBe(0)

@@ -81,7 +81,17 @@ describe('the container view', () => {
   })
 
   test('bwrap args: host entries, shadows before hidden dirs, binds shallowest first, PID 1 or a joined PID namespace', () => {
-    const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v/sub', target: '/opt/x/deep', readOnly: true}, {source: '/srv/v', target: '/opt/x', readOnly: false}], hide: []}, {cwd: '/', block: true})
+    const args = bwrapArgs(
+      {
+        hostname: 'h',
+        binds: [
+          {source: '/srv/v/sub', target: '/opt/x/deep', readOnly: true},
+          {source: '/srv/v', target: '/opt/x', readOnly: false},
+        ],
+        hide: [],
+      },
+      {cwd: '/', block: true},
+    )
     const at = (flag: string, value: string) => args.findIndex((a, i) => a === flag && args[i + 2] === value)
     expect(at('--bind', '/opt/x')).toBeLessThan(at('--ro-bind', '/opt/x/deep'))
     expect(args).toEqual(expect.arrayContaining(['--unshare-pid', '--as-pid-1', '--unshare-uts', '--hostname', 'h', '--block-fd']))
@@ -92,7 +102,14 @@ describe('the container view', () => {
   })
 
   test('hostPathOf maps a path of the view to the host through the deepest bind; /proc and /dev have none', () => {
-    const spec = {hostname: 'h', hide: [], binds: [{source: '/v/a', target: '/etc/app', readOnly: true}, {source: '/v/b', target: '/etc/app/conf', readOnly: true}]}
+    const spec = {
+      hostname: 'h',
+      hide: [],
+      binds: [
+        {source: '/v/a', target: '/etc/app', readOnly: true},
+        {source: '/v/b', target: '/etc/app/conf', readOnly: true},
+      ],
+    }
     expect(hostPathOf(spec, '/etc/app/conf/x.yaml')).toBe('/v/b/x.yaml')
     expect(hostPathOf(spec, '/etc/app/y')).toBe('/v/a/y')
     expect(hostPathOf(spec, '/usr/bin/env')).toBe('/usr/bin/env')

@@ -3,14 +3,7 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {
-  decodeStaticPod,
-  FileSource,
-  type ManifestProblem,
-  MaxManifestBytes,
-  readManifestDir,
-  staticPodReferences,
-} from '../../src/emulator/pods/file-source.js'
+import {decodeStaticPod, FileSource, type ManifestProblem, MaxManifestBytes, readManifestDir, staticPodReferences} from '../../src/emulator/pods/file-source.js'
 
 const yaml = (name: string, extra = '') => `apiVersion: v1
 kind: Pod
@@ -88,10 +81,18 @@ describe('decoding a static pod manifest', () => {
   test.each([
     ['a secret volume', {volumes: [{name: 'v', secret: {secretName: 's'}}]}, 'spec.volumes[0].secret: static pods may not reference secrets'],
     ['a configmap volume', {volumes: [{name: 'v', configMap: {name: 'c'}}]}, 'spec.volumes[0].configMap: static pods may not reference configmaps'],
-    ['a token projection', {volumes: [{name: 'v', projected: {sources: [{serviceAccountToken: {path: 't'}}]}}]}, 'spec.volumes[0].projected.sources[0].serviceAccountToken: static pods may not reference serviceaccounts'],
+    [
+      'a token projection',
+      {volumes: [{name: 'v', projected: {sources: [{serviceAccountToken: {path: 't'}}]}}]},
+      'spec.volumes[0].projected.sources[0].serviceAccountToken: static pods may not reference serviceaccounts',
+    ],
     ['a service account', {serviceAccountName: 'builder'}, 'spec.serviceAccountName: static pods may not reference serviceaccounts'],
     ['a claim', {volumes: [{name: 'v', persistentVolumeClaim: {claimName: 'c'}}]}, 'spec.volumes[0].persistentVolumeClaim: static pods may not reference persistentvolumeclaims'],
-    ['a secret env', {containers: [{name: 'a', image: 'b', env: [{name: 'X', valueFrom: {secretKeyRef: {name: 's', key: 'k'}}}]}]}, 'spec.containers[0].env[0].valueFrom.secretKeyRef: static pods may not reference secrets'],
+    [
+      'a secret env',
+      {containers: [{name: 'a', image: 'b', env: [{name: 'X', valueFrom: {secretKeyRef: {name: 's', key: 'k'}}}]}]},
+      'spec.containers[0].env[0].valueFrom.secretKeyRef: static pods may not reference secrets',
+    ],
     ['a configmap envFrom', {containers: [{name: 'a', image: 'b', envFrom: [{configMapRef: {name: 'c'}}]}]}, 'spec.containers[0].envFrom[0].configMapRef: static pods may not reference configmaps'],
   ])('a pod referencing %s is refused', (_what, spec, message) => {
     const pod = {metadata: {name: 'x'}, spec: {containers: [{name: 'a', image: 'b'}], ...spec}} as V1Pod
@@ -101,7 +102,16 @@ describe('decoding a static pod manifest', () => {
   })
 
   test('emptyDir and hostPath volumes and plain env are fine', () => {
-    const pod = {metadata: {name: 'x'}, spec: {containers: [{name: 'a', image: 'b', env: [{name: 'X', value: '1'}]}], volumes: [{name: 'e', emptyDir: {}}, {name: 'h', hostPath: {path: '/tmp'}}]}} as V1Pod
+    const pod = {
+      metadata: {name: 'x'},
+      spec: {
+        containers: [{name: 'a', image: 'b', env: [{name: 'X', value: '1'}]}],
+        volumes: [
+          {name: 'e', emptyDir: {}},
+          {name: 'h', hostPath: {path: '/tmp'}},
+        ],
+      },
+    } as V1Pod
     expect(staticPodReferences(pod)).toBeUndefined()
   })
 })

@@ -195,7 +195,10 @@ describe('static pods through the pod controller (fake API server, test provider
     await until(() => api.mirror('default', 'web-n1')?.status?.phase === 'Running', 'Running')
     const first = api.mirror('default', 'web-n1')!.metadata!.uid
     api.forceDelete('default', 'web-n1')
-    await until(() => !!api.mirror('default', 'web-n1') && api.mirror('default', 'web-n1')!.metadata!.uid !== first && api.mirror('default', 'web-n1')!.status?.phase === 'Running', 'a new mirror, Running')
+    await until(
+      () => !!api.mirror('default', 'web-n1') && api.mirror('default', 'web-n1')!.metadata!.uid !== first && api.mirror('default', 'web-n1')!.status?.phase === 'Running',
+      'a new mirror, Running',
+    )
     const second = api.mirror('default', 'web-n1')!.metadata!.uid
     api.markDeleting('default', 'web-n1')
     await until(() => api.mirror('default', 'web-n1')?.metadata?.uid !== second && api.mirror('default', 'web-n1')?.status?.phase === 'Running', 'a third mirror')
@@ -222,7 +225,10 @@ describe('static pods through the pod controller (fake API server, test provider
     expect(kill.grace).toBe(5)
     // The new pod starts only once the old one has stopped (about 200 ms after SIGTERM).
     expect(start.at - kill.at).toBeGreaterThanOrEqual(150)
-    await until(() => api.mirror('default', 'web-n1')?.metadata?.annotations?.['kubernetes.io/config.mirror'] === newUid && api.mirror('default', 'web-n1')?.status?.phase === 'Running', 'the new mirror Running')
+    await until(
+      () => api.mirror('default', 'web-n1')?.metadata?.annotations?.['kubernetes.io/config.mirror'] === newUid && api.mirror('default', 'web-n1')?.status?.phase === 'Running',
+      'the new mirror Running',
+    )
     expect(api.calls.some((x) => x.op === 'delete' && x.uid === oldMirror)).toBe(true)
     await c.settled()
     expect(c.status.size).toBe(1)

@@ -137,7 +137,10 @@ describe('Dashboard keys (fake feed)', () => {
   })
   afterEach(() => store.dispose())
 
-  const selectedLine = (frame: string | undefined) => plain(frame).split('\n').find((l) => l.startsWith('› '))
+  const selectedLine = (frame: string | undefined) =>
+    plain(frame)
+      .split('\n')
+      .find((l) => l.startsWith('› '))
 
   test('j/k and arrows move the selection; x asks for confirmation and y deletes through the actions (graceful)', async () => {
     const ui = render(<Dashboard store={store} actions={actions} />)

@@ -78,7 +78,9 @@ describe('kill progress', () => {
     expect(killProgressLine({kind: 'not-found', target}, opts)).toEqual({stream: 'err', text: 'error: pods "web" not found'})
     expect(killProgressLine({kind: 'failed', target, error: {}}, opts)).toEqual({stream: 'err', text: 'Error from server (Forbidden): no'})
     expect(killProgressLine({kind: 'requested', target, uid: 'u', gracePeriodSeconds: 30, removed: false, elapsedMs: 12}, opts)!.text).toBe('[  12ms] pod/web deletion requested (grace period 30s)')
-    expect(killProgressLine({kind: 'container', target, container: 'app', exitCode: 143, reason: 'Error', elapsedMs: 1500}, opts)!.text).toBe('[  1.5s] pod/web container app exited: exit code 143 (Error)')
+    expect(killProgressLine({kind: 'container', target, container: 'app', exitCode: 143, reason: 'Error', elapsedMs: 1500}, opts)!.text).toBe(
+      '[  1.5s] pod/web container app exited: exit code 143 (Error)',
+    )
     expect(killProgressLine({kind: 'removed', target, elapsedMs: 2000}, opts)!.text).toBe('[  2.0s] pod/web removed: pod "web" deleted')
     expect(killProgressLine({kind: 'timeout', target, elapsedMs: 3000}, opts)).toEqual({stream: 'err', text: 'error: timed out waiting for pod/web to be removed (gave up after 3.0s)'})
   })

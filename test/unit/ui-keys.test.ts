@@ -3,9 +3,26 @@ import type {Key} from 'ink'
 import {footerKeys, helpLines, keyAction} from '../../src/ui/dashboard/keys.js'
 
 const none: Key = {
-  upArrow: false, downArrow: false, leftArrow: false, rightArrow: false, pageDown: false, pageUp: false, home: false, end: false,
-  return: false, escape: false, ctrl: false, shift: false, tab: false, backspace: false, delete: false, meta: false, super: false, hyper: false,
-  capsLock: false, numLock: false,
+  upArrow: false,
+  downArrow: false,
+  leftArrow: false,
+  rightArrow: false,
+  pageDown: false,
+  pageUp: false,
+  home: false,
+  end: false,
+  return: false,
+  escape: false,
+  ctrl: false,
+  shift: false,
+  tab: false,
+  backspace: false,
+  delete: false,
+  meta: false,
+  super: false,
+  hyper: false,
+  capsLock: false,
+  numLock: false,
 } as Key
 
 describe('dashboard keys: one table for input, help and footer', () => {
@@ -24,7 +41,10 @@ describe('dashboard keys: one table for input, help and footer', () => {
     expect(footerKeys('table').map(([k, l]) => `${k} ${l}`)).toEqual(['↑↓/jk select', 'enter details', 'l logs', 'x kill', 'X force kill', 's/S sort', '? help', 'q quit'])
     expect(footerKeys('details').map(([k]) => k)).toEqual(['esc', 'l', 'x', 'q'])
     expect(footerKeys('logs').map(([k]) => k)).toEqual(['esc', 'enter', 'q'])
-    expect(footerKeys('confirm')).toEqual([['y', 'yes'], ['any other key', 'cancel']])
+    expect(footerKeys('confirm')).toEqual([
+      ['y', 'yes'],
+      ['any other key', 'cancel'],
+    ])
   })
 
   test('the help screen lists every command in order', () => {

@@ -67,11 +67,7 @@ describe('dashboard store', () => {
   })
 
   test('header figures: pods used (terminal ones not counted), requests against allocatable, lease age moves with the clock', () => {
-    feed.podList = [
-      pod('a', {phase: 'Running', cpu: '250m', memory: '128Mi'}),
-      pod('b', {phase: 'Running', cpu: '1', memory: '1Gi'}),
-      pod('done', {phase: 'Succeeded', cpu: '2', memory: '2Gi'}),
-    ]
+    feed.podList = [pod('a', {phase: 'Running', cpu: '250m', memory: '128Mi'}), pod('b', {phase: 'Running', cpu: '1', memory: '1Gi'}), pod('done', {phase: 'Succeeded', cpu: '2', memory: '2Gi'})]
     store = new DashboardStore(feed, {nodeName: 'n'}).start()
     const m = store.getSnapshot()
     expect(m.podsUsed).toBe(2)

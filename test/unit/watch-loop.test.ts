@@ -131,7 +131,11 @@ describe('runWatchLoop', () => {
     first.close()
     const second = await server.request(1)
     expect(second.query.resourceVersion).toBe('20')
-    expect(w.events).toEqual([['ADDED', 'a'], ['MODIFIED', 'a'], ['DELETED', 'a']])
+    expect(w.events).toEqual([
+      ['ADDED', 'a'],
+      ['MODIFIED', 'a'],
+      ['DELETED', 'a'],
+    ])
     expect(w.lists).toEqual([])
     expect(w.counter.byResource.get('WATCH pods')).toBe(2)
     expect(w.counter.openWatches).toBe(1)
@@ -199,7 +203,7 @@ describe('runWatchLoop', () => {
     await w.done
   })
 
-  test('an ERROR event other than 410 is a failure, reported with the server\'s reason', async () => {
+  test("an ERROR event other than 410 is a failure, reported with the server's reason", async () => {
     const server = new FakeServer()
     const w = start(server)
     const first = await server.request(0)
@@ -255,7 +259,7 @@ describe('runWatchLoop', () => {
     await w.done
   })
 
-  test('a stop before the answer\'s headers ends the loop at once; the watch is aborted when its controller arrives', async () => {
+  test("a stop before the answer's headers ends the loop at once; the watch is aborted when its controller arrives", async () => {
     const server = new FakeServer()
     let release!: () => void
     server.holdHeaders = new Promise<void>((r) => (release = r))

@@ -48,7 +48,13 @@ export async function buildClusterServices(opts: ServicesBuildOptions): Promise<
     n++
     const target = serviceBinaryPath(name)
     const step = `[services ${n}/${ServiceBinaries.length}] ${name}`
-    if (!opts.force && (await stat(target).then(() => true, () => false))) {
+    if (
+      !opts.force &&
+      (await stat(target).then(
+        () => true,
+        () => false,
+      ))
+    ) {
       opts.log(`${step}: cached`)
       continue
     }

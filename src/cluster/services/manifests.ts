@@ -23,8 +23,11 @@ function clusterRole(name: string, rules: Obj[]): Obj {
 
 function clusterRoleBinding(name: string, role: string, subject: string): Obj {
   return {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: {name},
-    roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role}, subjects: [user(subject)],
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: {name},
+    roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role},
+    subjects: [user(subject)],
   }
 }
 
@@ -41,14 +44,18 @@ function hostService(ep: HostEndpoint): Obj[] {
   const metadata = {name: ep.name, namespace: 'kube-system', labels: {...ep.labels, 'app.kubernetes.io/managed-by': 'kubectl-vnode'}}
   return [
     {
-      apiVersion: 'v1', kind: 'Service', metadata,
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata,
       spec: {
         ...(ep.clusterIp ? {clusterIP: ep.clusterIp} : {}),
         ports: ep.ports.map((p) => ({name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol})),
       },
     },
     {
-      apiVersion: 'v1', kind: 'Endpoints', metadata,
+      apiVersion: 'v1',
+      kind: 'Endpoints',
+      metadata,
       subsets: [{addresses: [{ip: ep.hostIp}], ports: ep.ports.map((p) => ({name: p.name, port: p.targetPort, protocol: p.protocol}))}],
     },
   ]
@@ -63,18 +70,24 @@ export function metricsServerObjects(hostIp: string, port: number, caBundle: str
     clusterRoleBinding(MetricsServerUser, MetricsServerUser, MetricsServerUser),
     clusterRoleBinding('metrics-server:system:auth-delegator', 'system:auth-delegator', MetricsServerUser),
     {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding',
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
       metadata: {name: 'metrics-server-auth-reader', namespace: 'kube-system'},
       roleRef: {apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'extension-apiserver-authentication-reader'},
       subjects: [user(MetricsServerUser)],
     },
     ...hostService({name: 'metrics-server', hostIp, ports: [{name: 'https', port: 443, targetPort: port, protocol: 'TCP'}], labels: {'k8s-app': 'metrics-server'}}),
     {
-      apiVersion: 'apiregistration.k8s.io/v1', kind: 'APIService', metadata: {name: 'v1beta1.metrics.k8s.io'},
+      apiVersion: 'apiregistration.k8s.io/v1',
+      kind: 'APIService',
+      metadata: {name: 'v1beta1.metrics.k8s.io'},
       spec: {
         service: {name: 'metrics-server', namespace: 'kube-system', port: 443},
-        group: 'metrics.k8s.io', version: 'v1beta1', caBundle,
-        groupPriorityMinimum: 100, versionPriority: 100,
+        group: 'metrics.k8s.io',
+        version: 'v1beta1',
+        caBundle,
+        groupPriorityMinimum: 100,
+        versionPriority: 100,
       },
     },
   ]
@@ -88,7 +101,9 @@ export function coreDnsObjects(hostIp: string, port: number, clusterIp: string):
     ]),
     clusterRoleBinding(CoreDnsUser, CoreDnsUser, CoreDnsUser),
     ...hostService({
-      name: 'kube-dns', hostIp, clusterIp,
+      name: 'kube-dns',
+      hostIp,
+      clusterIp,
       labels: {'k8s-app': 'kube-dns', 'kubernetes.io/name': 'CoreDNS'},
       ports: [
         {name: 'dns', port: 53, targetPort: port, protocol: 'UDP'},

@@ -64,20 +64,33 @@ const logFile = (ctx: ServicesContext, name: string) => join(ctx.dir, 'logs', `$
 async function startMetricsServer(ctx: HostContext): Promise<number> {
   const kubeconfig = await clientKubeconfig(ctx, 'metrics-server', MetricsServerUser)
   const serving = await issueCert(join(ctx.dir, 'pki'), ctx.ca, {
-    name: 'metrics-server-serving', commonName: 'metrics-server', usage: 'server',
+    name: 'metrics-server-serving',
+    commonName: 'metrics-server',
+    usage: 'server',
     sans: ['metrics-server.kube-system.svc', ctx.hostIp],
   })
   const port = await freePort(ctx.hostIp)
   await apply(ctx, metricsServerObjects(ctx.hostIp, port, readFileSync(ctx.ca.cert).toString('base64')))
-  return ctx.spawn(serviceBinaryPath('metrics-server'), [
-    `--kubeconfig=${kubeconfig}`, `--authentication-kubeconfig=${kubeconfig}`, `--authorization-kubeconfig=${kubeconfig}`,
-    `--bind-address=${ctx.hostIp}`, `--secure-port=${port}`,
-    `--tls-cert-file=${serving.cert}`, `--tls-private-key-file=${serving.key}`,
-    // vnode's port is the node's daemonEndpoints port, not always 10250, and its address the InternalIP.
-    '--kubelet-use-node-status-port', '--kubelet-preferred-address-types=InternalIP',
-    // The node's serving certificate is self-signed, as a kubelet's is without TLS bootstrap.
-    '--kubelet-insecure-tls', '--metric-resolution=15s', '--v=0',
-  ], logFile(ctx, 'metrics-server'))
+  return ctx.spawn(
+    serviceBinaryPath('metrics-server'),
+    [
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      `--bind-address=${ctx.hostIp}`,
+      `--secure-port=${port}`,
+      `--tls-cert-file=${serving.cert}`,
+      `--tls-private-key-file=${serving.key}`,
+      // vnode's port is the node's daemonEndpoints port, not always 10250, and its address the InternalIP.
+      '--kubelet-use-node-status-port',
+      '--kubelet-preferred-address-types=InternalIP',
+      // The node's serving certificate is self-signed, as a kubelet's is without TLS bootstrap.
+      '--kubelet-insecure-tls',
+      '--metric-resolution=15s',
+      '--v=0',
+    ],
+    logFile(ctx, 'metrics-server'),
+  )
 }
 
 export function corefile(hostIp: string, port: number, kubeconfig: string): string {
@@ -108,14 +121,24 @@ async function startCoreDns(ctx: HostContext): Promise<number> {
 
 async function startKubeProxy(ctx: HostContext): Promise<number> {
   const kubeconfig = await clientKubeconfig(ctx, 'kube-proxy', KubeProxyUser)
-  return ctx.spawn(serviceBinaryPath('kube-proxy'), [
-    `--kubeconfig=${kubeconfig}`, '--proxy-mode=iptables', `--hostname-override=${hostname()}`,
-    `--bind-address=${ctx.hostIp}`,
-    `--healthz-bind-address=127.0.0.1:${await freePort()}`, `--metrics-bind-address=127.0.0.1:${await freePort()}`,
-    // Leave the host's sysctls alone: no route_localnet, no conntrack table sizes or timeouts.
-    '--iptables-localhost-nodeports=false', '--conntrack-max-per-core=0',
-    '--conntrack-tcp-timeout-established=0', '--conntrack-tcp-timeout-close-wait=0', '--v=0',
-  ], logFile(ctx, 'kube-proxy'))
+  return ctx.spawn(
+    serviceBinaryPath('kube-proxy'),
+    [
+      `--kubeconfig=${kubeconfig}`,
+      '--proxy-mode=iptables',
+      `--hostname-override=${hostname()}`,
+      `--bind-address=${ctx.hostIp}`,
+      `--healthz-bind-address=127.0.0.1:${await freePort()}`,
+      `--metrics-bind-address=127.0.0.1:${await freePort()}`,
+      // Leave the host's sysctls alone: no route_localnet, no conntrack table sizes or timeouts.
+      '--iptables-localhost-nodeports=false',
+      '--conntrack-max-per-core=0',
+      '--conntrack-tcp-timeout-established=0',
+      '--conntrack-tcp-timeout-close-wait=0',
+      '--v=0',
+    ],
+    logFile(ctx, 'kube-proxy'),
+  )
 }
 
 /**

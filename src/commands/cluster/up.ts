@@ -3,8 +3,7 @@ import {defaultClusterDir} from '../../cluster/paths.js'
 
 export default class ClusterUp extends Command {
   static override summary = 'Start a local control plane (etcd, kube-apiserver, scheduler, controller-manager) on loopback'
-  static override description =
-    'Binaries are taken from --bin-dir, then $KUBEBUILDER_ASSETS, then the build cache of `npm run controlplane:build`, then PATH.'
+  static override description = 'Binaries are taken from --bin-dir, then $KUBEBUILDER_ASSETS, then the build cache of `npm run controlplane:build`, then PATH.'
   static override examples = [
     'kubectl vnode cluster up',
     'kubectl vnode cluster up --dir /tmp/c1 --bin-dir ~/envtest/bin',
@@ -16,7 +15,7 @@ export default class ClusterUp extends Command {
     port: Flags.integer({description: 'API server port; 0 for any free port (default: 6443 when free, otherwise any free port)', min: 0, max: 65535}),
     'node-monitor-grace-period': Flags.string({description: 'how long the node lifecycle controller waits for a silent node, e.g. 40s'}),
     'apiserver-arg': Flags.string({
-      description: 'an extra kube-apiserver flag, appended after vnode\'s own, e.g. --apiserver-arg=--watch-cache=false (repeatable)',
+      description: "an extra kube-apiserver flag, appended after vnode's own, e.g. --apiserver-arg=--watch-cache=false (repeatable)",
       multiple: true,
     }),
     services: Flags.boolean({

@@ -70,12 +70,14 @@ export class EventRecorder {
     if (prev) {
       this.touch(key, {...prev, count})
       try {
-        await this.core.patchNamespacedEvent(
-          {name: prev.name, namespace: prev.namespace, body: [
+        await this.core.patchNamespacedEvent({
+          name: prev.name,
+          namespace: prev.namespace,
+          body: [
             {op: 'replace', path: '/count', value: count},
             {op: 'replace', path: '/lastTimestamp', value: now.toISOString()},
-          ]},
-        )
+          ],
+        })
         return
       } catch {
         // The event expired (events have a TTL): create a fresh one below.

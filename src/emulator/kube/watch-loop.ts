@@ -168,13 +168,7 @@ async function clientWatch(kc: KubeConfig | undefined): Promise<OpenWatch> {
 }
 
 /** One watch request, until it ends; every resourceVersion seen goes to track. */
-function watchOnce(
-  open: OpenWatch,
-  o: WatchLoopOptions,
-  resourceVersion: string | undefined,
-  signal: AbortSignal,
-  track: (rv: string) => void,
-): Promise<{end: WatchEnd; events: number}> {
+function watchOnce(open: OpenWatch, o: WatchLoopOptions, resourceVersion: string | undefined, signal: AbortSignal, track: (rv: string) => void): Promise<{end: WatchEnd; events: number}> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve({end: {kind: 'stopped'}, events: 0})
     let controller: AbortController | undefined

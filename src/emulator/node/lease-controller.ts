@@ -81,7 +81,11 @@ export class LeaseController {
     }
     try {
       const existing = await this.api.readNamespacedLease({name: this.owner.name, namespace: NodeLeaseNamespace})
-      const body: V1Lease = {...existing, metadata: {...existing.metadata, ownerReferences: this.desired().metadata!.ownerReferences}, spec: {...existing.spec, holderIdentity: this.owner.name, leaseDurationSeconds: this.durationSeconds, renewTime: now}}
+      const body: V1Lease = {
+        ...existing,
+        metadata: {...existing.metadata, ownerReferences: this.desired().metadata!.ownerReferences},
+        spec: {...existing.spec, holderIdentity: this.owner.name, leaseDurationSeconds: this.durationSeconds, renewTime: now},
+      }
       this.lease = await this.api.replaceNamespacedLease({name: this.owner.name, namespace: NodeLeaseNamespace, body})
     } catch (error) {
       if (!isNotFound(error)) throw error

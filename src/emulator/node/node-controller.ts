@@ -1,12 +1,4 @@
-import {
-  type CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Node,
-  type V1NodeCondition,
-  type V1NodeStatus,
-  type V1ObjectReference,
-} from '@kubernetes/client-node'
+import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Node, type V1NodeCondition, type V1NodeStatus, type V1ObjectReference} from '@kubernetes/client-node'
 import jsonpatch from 'fast-json-patch'
 import {EventEmitter} from 'node:events'
 import {Backoff, sleep} from '../kube/backoff.js'
@@ -336,10 +328,7 @@ export class NodeController extends EventEmitter {
     this.shuttingDown = true
     await this.syncStatus(true)
     if (this.node?.spec?.unschedulable) return
-    await this.core.patchNode(
-      {name: this.name, body: {metadata: {annotations: {[CordonedByAnnotation]: 'true'}}, spec: {unschedulable: true}}},
-      MergeOptions,
-    )
+    await this.core.patchNode({name: this.name, body: {metadata: {annotations: {[CordonedByAnnotation]: 'true'}}, spec: {unschedulable: true}}}, MergeOptions)
   }
 
   async deleteNode(): Promise<void> {
@@ -351,4 +340,3 @@ export class NodeController extends EventEmitter {
     }
   }
 }
-

@@ -118,14 +118,7 @@ export function buildResources(reading: HostReading, cfg: NodeSpecConfig): Pick<
   }
 }
 
-export function buildStatus(
-  reading: HostReading,
-  identity: HostIdentity,
-  cfg: NodeSpecConfig,
-  values: ConditionValues,
-  previous: V1NodeCondition[] | undefined,
-  now: Date,
-): V1NodeStatus {
+export function buildStatus(reading: HostReading, identity: HostIdentity, cfg: NodeSpecConfig, values: ConditionValues, previous: V1NodeCondition[] | undefined, now: Date): V1NodeStatus {
   return {
     ...buildResources(reading, cfg),
     conditions: buildConditions(values, previous, now),

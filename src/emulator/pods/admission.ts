@@ -101,7 +101,14 @@ function fitsResources(pod: V1Pod, node: AdmissionNode, others: V1Pod[]): AdmitR
   const used: Requests = {}
   for (const o of others) add(used, podRequests(o))
   // cpu and memory first, in the kubelet's order, then anything else requested.
-  const names = ['cpu', 'memory', 'ephemeral-storage', ...Object.keys(want).filter((k) => !['cpu', 'memory', 'ephemeral-storage'].includes(k)).sort()]
+  const names = [
+    'cpu',
+    'memory',
+    'ephemeral-storage',
+    ...Object.keys(want)
+      .filter((k) => !['cpu', 'memory', 'ephemeral-storage'].includes(k))
+      .sort(),
+  ]
   for (const name of names) {
     const requested = want[name] ?? 0
     if (requested === 0) continue
@@ -143,10 +150,7 @@ function matchesTerm(node: AdmissionNode, term: V1NodeSelectorTerm): boolean {
   const fields = term.matchFields ?? []
   // An empty term matches nothing (nodeaffinity helpers).
   if (exprs.length === 0 && fields.length === 0) return false
-  return (
-    exprs.every((r) => matchesRequirement(node.labels[r.key], r)) &&
-    fields.every((r) => matchesRequirement(r.key === 'metadata.name' ? node.name : undefined, r))
-  )
+  return exprs.every((r) => matchesRequirement(node.labels[r.key], r)) && fields.every((r) => matchesRequirement(r.key === 'metadata.name' ? node.name : undefined, r))
 }
 
 /** nodeSelector and requiredDuringSchedulingIgnoredDuringExecution (terms ORed, requirements ANDed). */

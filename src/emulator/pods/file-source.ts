@@ -42,7 +42,9 @@ export function staticPodName(name: string, nodeName: string): string {
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`
   }
   return JSON.stringify(value)
@@ -129,7 +131,10 @@ export function validateStaticPod(pod: V1Pod): string | undefined {
   const spec = pod.spec
   if (!spec?.containers?.length) return 'spec.containers: Required value'
   const names = new Set<string>()
-  for (const [list, field] of [[spec.initContainers ?? [], 'spec.initContainers'], [spec.containers, 'spec.containers']] as const) {
+  for (const [list, field] of [
+    [spec.initContainers ?? [], 'spec.initContainers'],
+    [spec.containers, 'spec.containers'],
+  ] as const) {
     for (const [i, c] of list.entries()) {
       if (!c.name || c.name.length > 63 || !DnsLabel.test(c.name)) return `${field}[${i}].name: invalid value "${c.name ?? ''}": must be a lowercase DNS label`
       if (names.has(c.name)) return `${field}[${i}].name: Duplicate value "${c.name}"`
@@ -324,7 +329,12 @@ export class FileSource {
   }
 
   private async ensureWatch(missing: boolean): Promise<void> {
-    const ino = missing ? undefined : await stat(this.opts.dir).then((s) => s.ino, () => undefined)
+    const ino = missing
+      ? undefined
+      : await stat(this.opts.dir).then(
+          (s) => s.ino,
+          () => undefined,
+        )
     if (ino === undefined || ino !== this.watchedIno) this.closeWatch()
     if (ino === undefined || this.watcher || this.stopped) return
     try {

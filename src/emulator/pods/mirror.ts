@@ -28,11 +28,7 @@ const hashOf = (pod: V1Pod) => pod.metadata?.annotations?.[ConfigHashAnnotation]
 
 /** IsMirrorPodOf: same name and namespace, and the mirror carries the static pod's hash. */
 export function isMirrorPodOf(mirror: V1Pod, pod: V1Pod): boolean {
-  return (
-    mirror.metadata?.name === pod.metadata?.name &&
-    mirror.metadata?.namespace === pod.metadata?.namespace &&
-    mirror.metadata?.annotations?.[ConfigMirrorAnnotation] === hashOf(pod)
-  )
+  return mirror.metadata?.name === pod.metadata?.name && mirror.metadata?.namespace === pod.metadata?.namespace && mirror.metadata?.annotations?.[ConfigMirrorAnnotation] === hashOf(pod)
 }
 
 /**

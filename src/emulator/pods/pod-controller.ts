@@ -120,12 +120,15 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       onChange: (pod) => this.emit('pod', pod),
       onError: (m) => this.emit('error', m),
     })
-    this.workers = new PodWorkers({
-      provider: opts.provider,
-      status: this.status,
-      event: (pod, type, reason, message) => void opts.recorder.record(podRef(pod), type, reason, message),
-      resyncIntervalMs: opts.resyncIntervalMs,
-    }, (uid) => this.forgotten(uid))
+    this.workers = new PodWorkers(
+      {
+        provider: opts.provider,
+        status: this.status,
+        event: (pod, type, reason, message) => void opts.recorder.record(podRef(pod), type, reason, message),
+        resyncIntervalMs: opts.resyncIntervalMs,
+      },
+      (uid) => this.forgotten(uid),
+    )
     this.fileSource = opts.manifestsDir
       ? new FileSource(
           {dir: resolve(opts.manifestsDir), nodeName: opts.nodeName, checkIntervalMs: opts.fileCheckIntervalMs},

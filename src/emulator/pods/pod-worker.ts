@@ -237,14 +237,7 @@ export class PodWorker {
   }
 
   private shouldTerminate(u: PodUpdate): boolean {
-    return (
-      u.type === 'kill' ||
-      !!u.removed ||
-      !!u.pod.metadata?.deletionTimestamp ||
-      isTerminalPhase(u.pod.status?.phase) ||
-      !!this.override ||
-      this.vanished
-    )
+    return u.type === 'kill' || !!u.removed || !!u.pod.metadata?.deletionTimestamp || isTerminalPhase(u.pod.status?.phase) || !!this.override || this.vanished
   }
 
   private async process(u: PodUpdate): Promise<void> {
@@ -334,10 +327,13 @@ export class PodWorker {
     clearTimeout(this.resyncTimer)
     if (this.stopped || this.state !== 'sync') return
     const base = this.host.resyncIntervalMs ?? DefaultResyncIntervalMs
-    this.resyncTimer = setTimeout(() => {
-      this.resyncTimer = undefined
-      this.update({type: 'sync', pod: this.pod})
-    }, base * (1 + Math.random() * ResyncJitterFactor))
+    this.resyncTimer = setTimeout(
+      () => {
+        this.resyncTimer = undefined
+        this.update({type: 'sync', pod: this.pod})
+      },
+      base * (1 + Math.random() * ResyncJitterFactor),
+    )
     this.resyncTimer.unref()
   }
 

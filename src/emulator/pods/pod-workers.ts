@@ -15,7 +15,10 @@ export class PodWorkers {
   private readonly restarts = new Map<string, PodUpdate>()
   private readonly host: WorkerHost
 
-  constructor(host: Omit<WorkerHost, 'forget'>, private readonly onForget: (uid: string) => void = () => undefined) {
+  constructor(
+    host: Omit<WorkerHost, 'forget'>,
+    private readonly onForget: (uid: string) => void = () => undefined,
+  ) {
     this.host = {...host, forget: (uid) => this.forget(uid)}
   }
 
@@ -81,10 +84,12 @@ export class PodWorkers {
   async terminateAll(graceSeconds: number, override: StatusOverride | undefined, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     const live = [...this.workers.values()].filter((w) => w.state !== 'terminated')
     for (const w of live) w.update({type: 'kill', pod: w.pod, gracePeriodOverride: shutdownGracePeriod(w.pod, graceSeconds), statusOverride: override})
-    const all = Promise.all(live.map(async (w) => {
-      await w.terminated
-      await w.idle()
-    })).then(() => true)
+    const all = Promise.all(
+      live.map(async (w) => {
+        await w.terminated
+        await w.idle()
+      }),
+    ).then(() => true)
     const abort = new AbortController()
     signal?.addEventListener('abort', () => abort.abort(), {once: true})
     try {

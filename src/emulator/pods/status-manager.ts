@@ -337,7 +337,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       }
       if (needsUpdate(e, status, moved)) {
         try {
-          const before = moved ? target.status : e.written ?? e.pod.status
+          const before = moved ? target.status : (e.written ?? e.pod.status)
           const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
           this.writes++
           this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
@@ -345,7 +345,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
           e.writtenTo = target.uid
           e.backoff.reset()
           // A static pod keeps its own identity in the feed (the mirror has another UID).
-          const metadata = e.isStatic ? e.pod.metadata : pod.metadata ?? e.pod.metadata
+          const metadata = e.isStatic ? e.pod.metadata : (pod.metadata ?? e.pod.metadata)
           if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata, status}))
         } catch (error) {
           return this.failed(e, error, 'writing status')
@@ -428,7 +428,8 @@ function canBeDeleted(e: Entry): boolean {
 
 /** A container status as the kubelet owns it: what it reports, not when. */
 function containerView(c: V1ContainerStatus) {
-  const kind = (s: V1ContainerState | undefined) => (s?.running ? 'running' : s?.terminated ? `terminated:${s.terminated.reason ?? ''}:${s.terminated.exitCode}` : s?.waiting ? `waiting:${s.waiting.reason ?? ''}` : '')
+  const kind = (s: V1ContainerState | undefined) =>
+    s?.running ? 'running' : s?.terminated ? `terminated:${s.terminated.reason ?? ''}:${s.terminated.exitCode}` : s?.waiting ? `waiting:${s.waiting.reason ?? ''}` : ''
   return [c.name, c.ready, c.started ?? false, c.restartCount, c.containerID ?? '', kind(c.state), kind(c.lastState)]
 }
 

@@ -89,12 +89,7 @@ function runtimeResources(c: V1Container): Pick<V1ContainerStatus, 'resources' |
 }
 
 /** convertToAPIContainerStatuses: the provider's report, else the old status carried forward, else waiting. */
-function convertStatuses(
-  specs: V1Container[],
-  reported: V1ContainerStatus[] | undefined,
-  previous: V1ContainerStatus[] | undefined,
-  waitingReason: string,
-): V1ContainerStatus[] {
+function convertStatuses(specs: V1Container[], reported: V1ContainerStatus[] | undefined, previous: V1ContainerStatus[] | undefined, waitingReason: string): V1ContainerStatus[] {
   return specs.map((c) => {
     const r = reported?.find((s) => s.name === c.name)
     if (r) {
@@ -278,10 +273,7 @@ function initializedCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1Conta
   if (phase === 'Succeeded' && unknown.length === 0) return condition('Initialized', true, 'PodCompleted')
   if (hasAnyRegularContainerStarted(statuses)) return condition('Initialized', true)
   if (unknown.length || incomplete.length) {
-    const parts = [
-      ...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []),
-      ...(incomplete.length ? [`containers with incomplete status: ${list(incomplete)}`] : []),
-    ]
+    const parts = [...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []), ...(incomplete.length ? [`containers with incomplete status: ${list(incomplete)}`] : [])]
     return condition('Initialized', false, 'ContainersNotInitialized', parts.join(', '))
   }
   return condition('Initialized', true)
@@ -298,13 +290,18 @@ function containersReadyCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1C
     if (!s) unknown.push(name)
     else if (!s.ready) unready.push(name)
   }
-  for (const c of (pod.spec!.initContainers ?? []).filter(isSidecar)) check(c.name, initStatuses.find((x) => x.name === c.name))
-  for (const c of pod.spec!.containers) check(c.name, statuses.find((x) => x.name === c.name))
+  for (const c of (pod.spec!.initContainers ?? []).filter(isSidecar))
+    check(
+      c.name,
+      initStatuses.find((x) => x.name === c.name),
+    )
+  for (const c of pod.spec!.containers)
+    check(
+      c.name,
+      statuses.find((x) => x.name === c.name),
+    )
   if (unknown.length || unready.length) {
-    const parts = [
-      ...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []),
-      ...(unready.length ? [`containers with unready status: ${list(unready)}`] : []),
-    ]
+    const parts = [...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []), ...(unready.length ? [`containers with unready status: ${list(unready)}`] : [])]
     return condition('ContainersReady', false, 'ContainersNotReady', parts.join(', '))
   }
   return condition('ContainersReady', true)
@@ -414,20 +411,23 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   }
 
   const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
-  const conditions = withObservedGeneration(withTransitionTimes(
-    [
-      // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
-      ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
-      condition('PodReadyToStartContainers', sandboxReady && !input.podIsTerminal),
-      initializedCondition(pod, phase, initStatuses, statuses),
-      readyCondition(pod, containersReady),
-      containersReady,
-      condition('PodScheduled', true),
-      ...(o?.conditions ?? []),
-    ],
-    previous.conditions,
-    now,
-  ), pod.metadata?.generation)
+  const conditions = withObservedGeneration(
+    withTransitionTimes(
+      [
+        // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
+        ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
+        condition('PodReadyToStartContainers', sandboxReady && !input.podIsTerminal),
+        initializedCondition(pod, phase, initStatuses, statuses),
+        readyCondition(pod, containersReady),
+        containersReady,
+        condition('PodScheduled', true),
+        ...(o?.conditions ?? []),
+      ],
+      previous.conditions,
+      now,
+    ),
+    pod.metadata?.generation,
+  )
 
   if (input.podIsTerminal && !input.override?.noContainers) {
     const t = terminatePod(spec, initStatuses, statuses, now)

@@ -82,7 +82,16 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
   const root = join(input.sandbox, 'roots', c.name)
   // In a sandbox every mount is at its real path: the root of the view is /, so specs written for either mode work.
   const runtimeVars: Record<string, string> = {[VolumeRootEnv]: sandboxed ? '/' : root}
-  const envResult = await buildContainerEnv({pod, container: c.spec, node: input.node, objects: input.ctx.objects, services: input.ctx.services, runtime: runtimeVars, image: program.program.env, path: input.path})
+  const envResult = await buildContainerEnv({
+    pod,
+    container: c.spec,
+    node: input.node,
+    objects: input.ctx.objects,
+    services: input.ctx.services,
+    runtime: runtimeVars,
+    image: program.program.env,
+    path: input.path,
+  })
   for (const e of envResult.events) input.podEvent(e.type, e.reason, e.message)
   if (!envResult.ok) return {ok: false, reason: 'CreateContainerConfigError', message: envResult.message}
   const env = envResult.env

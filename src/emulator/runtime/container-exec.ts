@@ -31,7 +31,12 @@ export class ExecStartError extends Error {}
 
 /** The executable as execvp would find it: a path with a '/' is taken as is (relative to cwd), otherwise the env's PATH. */
 export function resolveExecutable(file: string, env: Record<string, string>, cwd: string, toHost: (path: string) => string | undefined = (p) => p): string {
-  const candidates = file.includes('/') ? [isAbsolute(file) ? file : resolve(cwd, file)] : (env.PATH ?? '').split(delimiter).filter(Boolean).map((d) => join(isAbsolute(d) ? d : resolve(cwd, d), file))
+  const candidates = file.includes('/')
+    ? [isAbsolute(file) ? file : resolve(cwd, file)]
+    : (env.PATH ?? '')
+        .split(delimiter)
+        .filter(Boolean)
+        .map((d) => join(isAbsolute(d) ? d : resolve(cwd, d), file))
   let denied = false
   for (const path of candidates) {
     const host = toHost(path)

@@ -20,8 +20,7 @@ export class CriContainerLogs implements ContainerLogs {
     if (!plan.ok) return {status: plan.status, message: plan.message}
     return {
       instance: plan.instance,
-      read: (onRecord, opts) =>
-        readCriRecords(plan.file, opts.tailLines, onRecord, opts.follow ? {ended: plan.ended, signal: opts.follow.signal, pollMs: this.followPollMs} : undefined),
+      read: (onRecord, opts) => readCriRecords(plan.file, opts.tailLines, onRecord, opts.follow ? {ended: plan.ended, signal: opts.follow.signal, pollMs: this.followPollMs} : undefined),
     }
   }
 }

@@ -254,7 +254,18 @@ export class ContainerProcess {
       throw new StartError(`failed to start container process: ${(error as Error).message}`)
     }
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const proc = new ContainerProcess(term.pid, readStat(term.pid)?.startTime ?? 0, startedAt, term.exited, {stdout: term.output, stderr: Readable.from([])}, log, spec.env, spec.cwd, outputPipes(spec.pipes), spec.stdin ? term.input : undefined)
+    const proc = new ContainerProcess(
+      term.pid,
+      readStat(term.pid)?.startTime ?? 0,
+      startedAt,
+      term.exited,
+      {stdout: term.output, stderr: Readable.from([])},
+      log,
+      spec.env,
+      spec.cwd,
+      outputPipes(spec.pipes),
+      spec.stdin ? term.input : undefined,
+    )
     proc.terminal = term
     return proc
   }
@@ -265,7 +276,17 @@ export class ContainerProcess {
     const startedAt = new Date()
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
     try {
-      started = await spawnSandboxed({argv: spec.argv, env: {TERM: 'xterm', ...spec.env}, cwd: spec.cwd, sandbox, stdin: term.slaveFd, stdout: term.slaveFd, stderr: term.slaveFd, tty: true, beforeExec: spec.beforeExec})
+      started = await spawnSandboxed({
+        argv: spec.argv,
+        env: {TERM: 'xterm', ...spec.env},
+        cwd: spec.cwd,
+        sandbox,
+        stdin: term.slaveFd,
+        stdout: term.slaveFd,
+        stderr: term.slaveFd,
+        tty: true,
+        beforeExec: spec.beforeExec,
+      })
     } catch (error) {
       term.closeSlave()
       term.close()
@@ -280,7 +301,20 @@ export class ContainerProcess {
       else monitor.once('exit', (code, signal) => resolve({code, signal}))
     })
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
-    const proc = new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, {stdout: term.output, stderr: Readable.from([])}, log, spec.env, spec.cwd, outputPipes(spec.pipes), spec.stdin ? term.input : undefined, {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}, monitor.pid)
+    const proc = new ContainerProcess(
+      pid,
+      readStat(pid)?.startTime ?? 0,
+      startedAt,
+      rawExit,
+      {stdout: term.output, stderr: Readable.from([])},
+      log,
+      spec.env,
+      spec.cwd,
+      outputPipes(spec.pipes),
+      spec.stdin ? term.input : undefined,
+      {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})},
+      monitor.pid,
+    )
     proc.terminal = term
     return proc
   }
@@ -313,7 +347,20 @@ export class ContainerProcess {
       if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
       else monitor.once('exit', (code, signal) => resolve({code, signal}))
     })
-    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}, monitor.pid)
+    return new ContainerProcess(
+      pid,
+      readStat(pid)?.startTime ?? 0,
+      startedAt,
+      rawExit,
+      readers,
+      log,
+      spec.env,
+      spec.cwd,
+      pipes,
+      started.stdin,
+      {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})},
+      monitor.pid,
+    )
   }
 
   /**

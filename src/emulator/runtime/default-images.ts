@@ -102,10 +102,7 @@ const ServerImages: Array<[string, ImageEntry]> = [
 
 /** The built-in map: exact image names (any tag or digest, Docker Hub's library/ prefix or not). */
 export function defaultImageMap(): ImageMap {
-  const rules: ImageRule[] = [
-    ...BaseImages.map(([pattern, cmd]): ImageRule => ({pattern, entry: {args: cmd}})),
-    ...ServerImages.map(([pattern, entry]): ImageRule => ({pattern, entry})),
-  ]
+  const rules: ImageRule[] = [...BaseImages.map(([pattern, cmd]): ImageRule => ({pattern, entry: {args: cmd}})), ...ServerImages.map(([pattern, entry]): ImageRule => ({pattern, entry}))]
   return new ImageMap(rules, "vnode's built-in image map", undefined, true)
 }
 

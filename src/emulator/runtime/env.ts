@@ -101,13 +101,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
   }
 }
 
-async function addEnvFrom(
-  source: NonNullable<V1Container['envFrom']>[number],
-  tmp: Map<string, string>,
-  cache: ObjectLookup,
-  namespace: string,
-  events: EnvEvent[],
-): Promise<void> {
+async function addEnvFrom(source: NonNullable<V1Container['envFrom']>[number], tmp: Map<string, string>, cache: ObjectLookup, namespace: string, events: EnvEvent[]): Promise<void> {
   const prefix = source.prefix ?? ''
   let ref: SourceRef
   if (source.configMapRef) ref = sourceRef('ConfigMap', namespace, source.configMapRef.name, source.configMapRef.optional)

@@ -54,7 +54,14 @@ export class FifoMaker {
     const failure = result.failed ? (result.stderr || result.shortMessage || 'mkfifo failed').trim() : ''
     await Promise.all(
       batch.map(async (r) => {
-        const made = await Promise.all(r.paths.map((p) => lstat(p).then((s) => s.isFIFO(), () => false)))
+        const made = await Promise.all(
+          r.paths.map((p) =>
+            lstat(p).then(
+              (s) => s.isFIFO(),
+              () => false,
+            ),
+          ),
+        )
         if (made.every(Boolean)) return r.resolve()
         const lines = failure.split('\n').filter((l) => r.paths.some((p) => l.includes(p)))
         r.reject(new Error(lines.join('; ') || failure || 'mkfifo failed'))

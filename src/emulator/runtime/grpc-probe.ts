@@ -12,7 +12,25 @@ import {goDuration} from './crash-loop.js'
 /** HealthCheckResponse.ServingStatus, by number. */
 const ServingStatus = ['UNKNOWN', 'SERVING', 'NOT_SERVING', 'SERVICE_UNKNOWN']
 /** gRPC status codes, by number, as grpc-go names them in its errors. */
-const Codes = ['OK', 'Canceled', 'Unknown', 'InvalidArgument', 'DeadlineExceeded', 'NotFound', 'AlreadyExists', 'PermissionDenied', 'ResourceExhausted', 'FailedPrecondition', 'Aborted', 'OutOfRange', 'Unimplemented', 'Internal', 'Unavailable', 'DataLoss', 'Unauthenticated']
+const Codes = [
+  'OK',
+  'Canceled',
+  'Unknown',
+  'InvalidArgument',
+  'DeadlineExceeded',
+  'NotFound',
+  'AlreadyExists',
+  'PermissionDenied',
+  'ResourceExhausted',
+  'FailedPrecondition',
+  'Aborted',
+  'OutOfRange',
+  'Unimplemented',
+  'Internal',
+  'Unavailable',
+  'DataLoss',
+  'Unauthenticated',
+]
 const Unimplemented = 12
 
 export type GrpcProbeOutcome = {result: 'success' | 'failure'; output: string}
@@ -40,7 +58,7 @@ function varint(n: number): Buffer {
 export function servingStatus(body: Buffer): string {
   if (body.length < 5) return ServingStatus[0]
   const message = body.subarray(5, 5 + body.readUInt32BE(1))
-  for (let i = 0; i < message.length; ) {
+  for (let i = 0; i < message.length;) {
     const key = message[i++]
     if (key === 0x08) {
       let v = 0

@@ -85,7 +85,8 @@ async function runExec(command: string[], ctx: HandlerContext, timeoutMs: number
   // The CRI's ExecSync: stdout, then stderr, untouched.
   const output = `${String(r.stdout ?? '')}${String(r.stderr ?? '')}`
   if (r.timedOut) return {result: 'failure', output: `command ${JSON.stringify(argv)} timed out`}
-  if (r.failed && r.exitCode === undefined) return {result: 'failure', output: `exec ${JSON.stringify(argv[0])}: ${r.code === 'ENOENT' ? 'executable file not found in $PATH' : (r.shortMessage ?? 'failed')}`}
+  if (r.failed && r.exitCode === undefined)
+    return {result: 'failure', output: `exec ${JSON.stringify(argv[0])}: ${r.code === 'ENOENT' ? 'executable file not found in $PATH' : (r.shortMessage ?? 'failed')}`}
   if (r.exitCode === 0) return {result: 'success', output}
   return {result: 'failure', output, error: `command '${argv.join(' ')}' exited with ${r.exitCode}: ${String(r.stderr ?? '')}`}
 }

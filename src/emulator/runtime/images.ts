@@ -149,7 +149,12 @@ export function imageCandidates(image: string): string[] {
 }
 
 export function globRegExp(pattern: string): RegExp {
-  return new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`)
+  return new RegExp(
+    `^${pattern
+      .split('*')
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}$`,
+  )
 }
 
 export interface ResolvedProgram {
@@ -198,7 +203,9 @@ export function resolveProgram(container: V1Container, images: ImageMap): Progra
         `or map the image to a program with \`kubectl vnode up --images FILE\`, e.g. images: {"${suggestPattern(image)}": {command: ["/path/to/program"]}}`,
     }
   }
-  const imageID = `vnode://sha256:${createHash('sha256').update(JSON.stringify({image, rule: rule?.pattern, builtIn, entry})).digest('hex')}`
+  const imageID = `vnode://sha256:${createHash('sha256')
+    .update(JSON.stringify({image, rule: rule?.pattern, builtIn, entry}))
+    .digest('hex')}`
   const files = !container.command?.length && entry.files ? entry.files(container) : undefined
   return {ok: true, program: {argv, env: entry.env ?? {}, workingDir: entry.workingDir, imageID, ...(mapped ? {mapped} : {}), ...(files ? {files} : {})}}
 }

@@ -12,9 +12,7 @@ export type PodLister = () => V1Pod[]
  * kubelet's messages. Instances are the <restartCount>.log files of the layout.
  */
 
-export type LogPlan =
-  | {ok: true; file: string; instance: number; ended: () => boolean}
-  | {ok: false; status: 400 | 404; message: string}
+export type LogPlan = {ok: true; file: string; instance: number; ended: () => boolean} | {ok: false; status: 400 | 404; message: string}
 
 export function findPod(pods: V1Pod[], namespace: string, name: string): V1Pod | undefined {
   return pods.find((p) => p.metadata?.namespace === namespace && p.metadata?.name === name)

@@ -112,10 +112,15 @@ export type RecordSink = (record: CriLogLine) => Promise<boolean | void> | boole
 /** Streams the log file to write; returns when done, the limit is reached, or follow ends or is aborted. */
 export async function readLogFile(file: string, opts: LogOptions, write: LogWrite, follow?: FollowControl): Promise<void> {
   const fmt = new LogFormatter(opts, write)
-  await readCriRecords(file, opts.tailLines, async (line) => {
-    await fmt.record(line)
-    return fmt.done
-  }, follow)
+  await readCriRecords(
+    file,
+    opts.tailLines,
+    async (line) => {
+      await fmt.record(line)
+      return fmt.done
+    },
+    follow,
+  )
 }
 
 /**

@@ -18,7 +18,10 @@ export type ClaimResult = {ok: true; path: string; readOnly: boolean} | {ok: fal
 export async function claimVolume(pod: V1Pod, v: V1Volume, core: CoreV1Api, checkHostPath: (path: string, type: string) => Promise<string>): Promise<ClaimResult> {
   const source = v.persistentVolumeClaim!
   const namespace = pod.metadata!.namespace!
-  const processing = (why: string): ClaimResult => ({ok: false, message: `Unable to attach or mount volumes: unmounted volumes=[${v.name}]: error processing PVC ${namespace}/${source.claimName}: ${why}`})
+  const processing = (why: string): ClaimResult => ({
+    ok: false,
+    message: `Unable to attach or mount volumes: unmounted volumes=[${v.name}]: error processing PVC ${namespace}/${source.claimName}: ${why}`,
+  })
   let pvc: V1PersistentVolumeClaim
   try {
     pvc = await core.readNamespacedPersistentVolumeClaim({name: source.claimName, namespace})

@@ -214,7 +214,10 @@ export class PodRuntime {
     this.publish()
     await this.kick()
     // The start is reported with the relist that sees it: the pod core holds its first write until then.
-    const unseen = this.containers.filter((c) => c.proc && !c.observed()).map((c) => c.unobserved!.until).filter(Number.isFinite)
+    const unseen = this.containers
+      .filter((c) => c.proc && !c.observed())
+      .map((c) => c.unobserved!.until)
+      .filter(Number.isFinite)
     if (unseen.length > 0) await new Promise((r) => setTimeout(r, Math.max(...unseen) - Date.now() + 1))
     this.publish()
   }
@@ -246,7 +249,11 @@ export class PodRuntime {
   /** In-place resize: applied to the running containers' cgroups, or their restart where resizePolicy says so. */
   private resize(before: V1Pod): void {
     const running = this.containers.filter((c) => c.running && !c.stopping)
-    const r = this.cgroup.resize(before, this.pod, running.map((c) => ({name: c.name, spec: [...(this.pod.spec?.initContainers ?? []), ...(this.pod.spec?.containers ?? [])].find((s) => s.name === c.name) ?? c.spec})))
+    const r = this.cgroup.resize(
+      before,
+      this.pod,
+      running.map((c) => ({name: c.name, spec: [...(this.pod.spec?.initContainers ?? []), ...(this.pod.spec?.containers ?? [])].find((s) => s.name === c.name) ?? c.spec})),
+    )
     for (const name of r.restart) {
       const c = this.containers.find((x) => x.name === name)
       if (!c || this.finished) continue
@@ -284,11 +291,14 @@ export class PodRuntime {
     if (this.closed || this.finished || at >= this.wakeAt) return
     if (this.wakeTimer) clearTimeout(this.wakeTimer)
     this.wakeAt = at
-    this.wakeTimer = setTimeout(() => {
-      this.wakeTimer = undefined
-      this.wakeAt = Infinity
-      void this.kick()
-    }, Math.max(0, at - Date.now()))
+    this.wakeTimer = setTimeout(
+      () => {
+        this.wakeTimer = undefined
+        this.wakeAt = Infinity
+        void this.kick()
+      },
+      Math.max(0, at - Date.now()),
+    )
   }
 
   private clearWake(): void {
@@ -443,7 +453,10 @@ export class PodRuntime {
     }
     this.storageCheckAt = Date.now() + DefaultLocalStorageCheckMs
     this.scheduleWake(this.storageCheckAt)
-    const message = localStorageViolation(this.pod, await podLocalStorageUsage(this.pod, this.volumes, (c) => containerLogDir(this.deps.ctx.stateDir, this.pod.metadata!.namespace!, this.pod.metadata!.name!, this.uid, c)))
+    const message = localStorageViolation(
+      this.pod,
+      await podLocalStorageUsage(this.pod, this.volumes, (c) => containerLogDir(this.deps.ctx.stateDir, this.pod.metadata!.namespace!, this.pod.metadata!.name!, this.uid, c)),
+    )
     if (!message || this.finished) return false
     this.outcome = {phase: 'Failed', reason: EvictedReason, message}
     void this.deps.ctx.recorder.record(podRef(this.pod), 'Warning', EventReason.Evicted, message)
@@ -639,9 +652,7 @@ export class PodRuntime {
     this.links = [...links]
     this.refresh.track(this.pod)
     // Init containers are done once each completed, or once a regular container ran.
-    this.initDone =
-      this.regulars.some((c) => c.everRan) ||
-      this.inits.every((c) => (c.kind === 'sidecar' ? c.running : c.lastExit?.exitCode === 0 && !c.running))
+    this.initDone = this.regulars.some((c) => c.everRan) || this.inits.every((c) => (c.kind === 'sidecar' ? c.running : c.lastExit?.exitCode === 0 && !c.running))
     this.writeRecord()
     // Whoever registers for notifications next gets the restored status, even if unchanged.
     this.lastNotified = ''
@@ -656,11 +667,18 @@ export class PodRuntime {
 
   private startProbes(c: ContainerState, proc: ContainerProcess, hctx: HandlerContext): void {
     for (const [kind, probe] of containerProbes(c)) {
-      const w = new ProbeWorker(kind, probe, hctx, proc.startedAt, {
-        started: () => c.started,
-        onResult: (k, r) => this.onProbeResult(c, proc, k, r),
-        event: (type, reason, message) => this.event(c, type, reason, message),
-      }, this.createdAt)
+      const w = new ProbeWorker(
+        kind,
+        probe,
+        hctx,
+        proc.startedAt,
+        {
+          started: () => c.started,
+          onResult: (k, r) => this.onProbeResult(c, proc, k, r),
+          event: (type, reason, message) => this.event(c, type, reason, message),
+        },
+        this.createdAt,
+      )
       c.probes.push(w)
       w.start()
     }
@@ -852,13 +870,19 @@ export class PodRuntime {
   private publishWhenObserved(): void {
     if (this.observeTimer) clearTimeout(this.observeTimer)
     this.observeTimer = undefined
-    const pending = this.containers.filter((x) => x.proc && !x.observed()).map((x) => x.unobserved!.until).filter(Number.isFinite)
+    const pending = this.containers
+      .filter((x) => x.proc && !x.observed())
+      .map((x) => x.unobserved!.until)
+      .filter(Number.isFinite)
     if (pending.length === 0 || this.closed) return
-    this.observeTimer = setTimeout(() => {
-      this.observeTimer = undefined
-      this.publish()
-      this.publishWhenObserved()
-    }, Math.max(0, Math.min(...pending) - Date.now()) + 1)
+    this.observeTimer = setTimeout(
+      () => {
+        this.observeTimer = undefined
+        this.publish()
+        this.publishWhenObserved()
+      },
+      Math.max(0, Math.min(...pending) - Date.now()) + 1,
+    )
   }
 
   status(): V1PodStatus {

@@ -12,11 +12,7 @@ import type {ProbeKind, ProbeResult} from './probes.js'
  *   terminationGracePeriodSeconds (the pod's otherwise), and restarted per
  *   restartPolicy, unless the pod is already terminating.
  */
-export type ProbeEffect =
-  | {effect: 'ready'; ready: boolean}
-  | {effect: 'started'; ready: boolean}
-  | {effect: 'kill'; message: string; graceMs: number | undefined}
-  | {effect: 'none'}
+export type ProbeEffect = {effect: 'ready'; ready: boolean} | {effect: 'started'; ready: boolean} | {effect: 'kill'; message: string; graceMs: number | undefined} | {effect: 'none'}
 
 export interface ProbedContainer {
   name: string

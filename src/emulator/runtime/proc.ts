@@ -31,7 +31,19 @@ export function readStat(pid: number): ProcStat | undefined {
   // comm may contain spaces and parentheses: fields start after the last ')'.
   const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
   const n = (i: number) => Number(f[i - 3])
-  return {pid, comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), state: f[0], ppid: n(4), pgrp: n(5), utime: n(14), stime: n(15), cutime: n(16), cstime: n(17), startTime: n(22), rssPages: n(24)}
+  return {
+    pid,
+    comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')),
+    state: f[0],
+    ppid: n(4),
+    pgrp: n(5),
+    utime: n(14),
+    stime: n(15),
+    cutime: n(16),
+    cstime: n(17),
+    startTime: n(22),
+    rssPages: n(24),
+  }
 }
 
 /** Every live (non-zombie) process below root: its children, theirs, and so on, from one pass over /proc. */

@@ -50,4 +50,3 @@ async function removePin(path: string): Promise<void> {
   }
   await rm(path, {recursive: true, force: true})
 }
-

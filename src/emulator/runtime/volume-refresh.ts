@@ -77,11 +77,14 @@ export class VolumeRefresher {
     if (!this.enabled || this.released || !this.refreshable || at >= this.dueAt) return
     if (this.timer) clearTimeout(this.timer)
     this.dueAt = at
-    this.timer = setTimeout(() => {
-      this.timer = undefined
-      this.dueAt = Infinity
-      void this.run()
-    }, Math.max(0, at - Date.now()))
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined
+        this.dueAt = Infinity
+        void this.run()
+      },
+      Math.max(0, at - Date.now()),
+    )
   }
 
   /** One refresh at a time; a request during one runs once more after it. */

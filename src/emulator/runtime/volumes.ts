@@ -138,7 +138,11 @@ async function materialise(pod: V1Pod, v: V1Volume, sandbox: string, deps: Volum
   const files = await projectedFiles(pod, v, deps)
   if (!files) throw new MountError(`volume type ${volumeType(v)} not supported by vnode (supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected, persistentVolumeClaim)`)
   // Secret content is the owner's only: a mode's group and other bits are dropped.
-  await writeAtomic(dir, files.files.map((f) => ({...f, mode: (files.secret ? f.mode & 0o700 : f.mode) & 0o777})), {private: files.secret})
+  await writeAtomic(
+    dir,
+    files.files.map((f) => ({...f, mode: (files.secret ? f.mode & 0o700 : f.mode) & 0o777})),
+    {private: files.secret},
+  )
   return dir
 }
 
@@ -179,24 +183,14 @@ async function projectionFiles(pod: V1Pod, s: V1VolumeProjection, mode: number, 
   return []
 }
 
-async function configMapFiles(
-  pod: V1Pod,
-  ref: {name?: string; items?: V1KeyToPath[]; optional?: boolean},
-  mode: number,
-  deps: VolumeDeps,
-): Promise<VolumeFile[]> {
+async function configMapFiles(pod: V1Pod, ref: {name?: string; items?: V1KeyToPath[]; optional?: boolean}, mode: number, deps: VolumeDeps): Promise<VolumeFile[]> {
   const source: SourceRef = {kind: 'ConfigMap', namespace: pod.metadata!.namespace!, name: ref.name ?? '', optional: ref.optional ?? false}
   const data = await referencedData(deps.objects, source)
   if (!data) return []
   return keyFiles(data, ref.items, mode, source)
 }
 
-async function secretFiles(
-  pod: V1Pod,
-  ref: {secretName?: string; items?: V1KeyToPath[]; optional?: boolean},
-  mode: number,
-  deps: VolumeDeps,
-): Promise<VolumeFile[]> {
+async function secretFiles(pod: V1Pod, ref: {secretName?: string; items?: V1KeyToPath[]; optional?: boolean}, mode: number, deps: VolumeDeps): Promise<VolumeFile[]> {
   const source: SourceRef = {kind: 'Secret', namespace: pod.metadata!.namespace!, name: ref.secretName ?? '', optional: ref.optional ?? false}
   const data = await referencedData(deps.objects, source)
   if (!data) return []
@@ -296,12 +290,7 @@ export type RootResult = {ok: true; root: string; links: RealLink[]} | {ok: fals
  * symlink to its volume (or subPath), plus a real symlink at the mountPath
  * when the user can make one. Returns the real symlinks made, to remove later.
  */
-export async function prepareContainerRoot(
-  container: V1Container,
-  sandbox: string,
-  volumes: Map<string, MaterialisedVolume>,
-  env: Record<string, string>,
-): Promise<RootResult> {
+export async function prepareContainerRoot(container: V1Container, sandbox: string, volumes: Map<string, MaterialisedVolume>, env: Record<string, string>): Promise<RootResult> {
   const root = containerRoot(sandbox, container.name)
   await mkdir(root, {recursive: true, mode: 0o700})
   const links: RealLink[] = []

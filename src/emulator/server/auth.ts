@@ -98,9 +98,7 @@ export interface AuthOptions {
   now?: () => number
 }
 
-export type AuthOutcome =
-  | {ok: true; user: UserInfo}
-  | {ok: false; status: 401 | 403 | 500; message: string}
+export type AuthOutcome = {ok: true; user: UserInfo} | {ok: false; status: 401 | 403 | 500; message: string}
 
 function first(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v

@@ -80,5 +80,8 @@ export function resourceMetrics(node: NodeUsage | undefined, usage: PodUsage[], 
     {name: 'pod_memory_working_set_bytes', help: '[STABLE] Current working set of the pod in bytes', type: 'gauge', samples: pods.map((p) => ({labels: p.labels, value: p.mem}))},
     {name: 'resource_scrape_error', help: '[STABLE] 1 if there was an error while getting container metrics, 0 otherwise', type: 'gauge', samples: [{labels: {}, value: scrapeError ? 1 : 0}]},
   )
-  return renderFamilies(families.filter((f) => f.samples.length > 0 || f.name === 'resource_scrape_error'), now.getTime())
+  return renderFamilies(
+    families.filter((f) => f.samples.length > 0 || f.name === 'resource_scrape_error'),
+    now.getTime(),
+  )
 }

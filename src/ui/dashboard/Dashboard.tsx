@@ -137,9 +137,7 @@ export function Dashboard({store, actions, logs}: DashboardProps) {
   return (
     <Box flexDirection="column" width={columns} height={rows}>
       <Header model={model} />
-      <Box marginTop={1}>
-        {mode === 'help' ? <Help /> : <PodTable model={model} selected={selected} width={columns} height={tableHeight} />}
-      </Box>
+      <Box marginTop={1}>{mode === 'help' ? <Help /> : <PodTable model={model} selected={selected} width={columns} height={tableHeight} />}</Box>
       <Box marginTop={1} flexDirection="column" height={lower}>
         {mode === 'details' && current ? <Details pod={current.pod} events={model.events} now={model.now} height={lower} /> : null}
         {mode === 'logs' && current ? <LogPane pod={current.pod} lines={logLines} height={lower} /> : null}
@@ -154,7 +152,7 @@ export function Dashboard({store, actions, logs}: DashboardProps) {
               Shutting down node {model.nodeName}…
             </Text>
             {model.stopping.map((s, i) => (
-              <Text key={i}>  {s}</Text>
+              <Text key={i}> {s}</Text>
             ))}
           </Box>
         ) : null}

@@ -10,7 +10,7 @@ export function Footer({mode, note}: {mode: Mode; note?: string}) {
       {footerKeys(mode).map(([k, what]) => (
         <Text key={k}>
           <Text bold>{k}</Text>
-          <Text dimColor> {what}  </Text>
+          <Text dimColor> {what} </Text>
         </Text>
       ))}
     </Text>

@@ -33,7 +33,8 @@ export function Header({model}: {model: DashboardModel}) {
         {conditions.length === 0 ? <Text dimColor>{model.steps.at(-1)?.detail ?? 'starting…'}</Text> : null}
         {conditions.map((c) => (
           <Text key={c.type} color={conditionColor(c)}>
-            {c.type}={c.status}{'  '}
+            {c.type}={c.status}
+            {'  '}
           </Text>
         ))}
       </Text>

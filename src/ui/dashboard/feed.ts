@@ -31,9 +31,7 @@ export interface ContainerSample {
 }
 
 export function flattenUsage(pods: PodUsage[]): ContainerSample[] {
-  return pods.flatMap((p) =>
-    p.containers.map((c) => ({podUID: p.uid, container: c.name, cpuSeconds: c.cpuSeconds, memoryBytes: c.memoryBytes, pid: c.pid})),
-  )
+  return pods.flatMap((p) => p.containers.map((c) => ({podUID: p.uid, container: c.name, cpuSeconds: c.cpuSeconds, memoryBytes: c.memoryBytes, pid: c.pid})))
 }
 
 /**

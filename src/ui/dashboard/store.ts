@@ -90,7 +90,8 @@ export interface StoreOptions {
   maxEvents?: number
 }
 
-const FailedStatuses = /^(Error|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerStatusUnknown|OOMKilled|Failed|Unknown|Evicted|NodeLost|OutOf.*|Unexpected.*|.*ExitCode:.*|.*Signal:.*|Init:Error|Init:CrashLoopBackOff)$/
+const FailedStatuses =
+  /^(Error|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerStatusUnknown|OOMKilled|Failed|Unknown|Evicted|NodeLost|OutOf.*|Unexpected.*|.*ExitCode:.*|.*Signal:.*|Init:Error|Init:CrashLoopBackOff)$/
 
 export function toneOf(status: string, ready: string): Tone {
   if (status === 'Terminating') return 'terminating'

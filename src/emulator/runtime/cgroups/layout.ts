@@ -87,7 +87,9 @@ export function parseMountinfo(text: string): CgroupMount[] {
     const unescape = (s: string) => s.replace(/\\(\d{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)))
     if (fstype === 'cgroup2') out.push({mountPoint: unescape(left[4]), root: unescape(left[3]), version: 2, controllers: []})
     else if (fstype === 'cgroup') {
-      const controllers = superOpts.split(',').filter((o) => !['rw', 'ro', 'relatime', 'noexec', 'nosuid', 'nodev', 'clone_children', 'noprefix', 'xattr'].includes(o) && !o.startsWith('release_agent='))
+      const controllers = superOpts
+        .split(',')
+        .filter((o) => !['rw', 'ro', 'relatime', 'noexec', 'nosuid', 'nodev', 'clone_children', 'noprefix', 'xattr'].includes(o) && !o.startsWith('release_agent='))
       out.push({mountPoint: unescape(left[4]), root: unescape(left[3]), version: 1, controllers})
     }
   }

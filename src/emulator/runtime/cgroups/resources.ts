@@ -160,7 +160,9 @@ export function podResources(pod: V1Pod, pidsLimit = NoLimit): ResourceConfig {
 
 /** Whether the pod asks for limits a node without cgroups cannot enforce. */
 export function hasLimits(pod: V1Pod): boolean {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].some((c) => cpuOf(c.resources?.limits as Record<string, string>) > 0 || memOf(c.resources?.limits as Record<string, string>) > 0)
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].some(
+    (c) => cpuOf(c.resources?.limits as Record<string, string>) > 0 || memOf(c.resources?.limits as Record<string, string>) > 0,
+  )
 }
 
 /** The burstable QoS cgroup's shares: the sum of its pods' cpu requests (qos_container_manager setCPUCgroupConfig). */

@@ -49,17 +49,17 @@ function cniArgs(args: Record<string, string> | undefined): string {
   return ['IgnoreUnknown=1', ...Object.entries(args ?? {}).map(([k, v]) => `${k}=${v}`)].join(';')
 }
 
-async function runPlugin(
-  cniPath: string,
-  command: 'ADD' | 'DEL' | 'CHECK',
-  conf: Record<string, unknown> & {type: string},
-  inv: CniInvocation,
-): Promise<CniResult | undefined> {
+async function runPlugin(cniPath: string, command: 'ADD' | 'DEL' | 'CHECK', conf: Record<string, unknown> & {type: string}, inv: CniInvocation): Promise<CniResult | undefined> {
   const r = await execa(`${cniPath}/${conf.type}`, [], {
     input: JSON.stringify(conf),
     env: {
-      CNI_COMMAND: command, CNI_CONTAINERID: inv.containerId, CNI_NETNS: inv.netns,
-      CNI_IFNAME: inv.ifName, CNI_PATH: cniPath, CNI_ARGS: cniArgs(inv.args), PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: inv.containerId,
+      CNI_NETNS: inv.netns,
+      CNI_IFNAME: inv.ifName,
+      CNI_PATH: cniPath,
+      CNI_ARGS: cniArgs(inv.args),
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
     },
     extendEnv: false,
     reject: false,

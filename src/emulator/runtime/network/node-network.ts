@@ -16,12 +16,7 @@ export interface NodeNetworkContext {
  * The node's pod network as --pod-network asks for it: undefined (with one
  * line saying why) where the host does not allow one and auto was asked.
  */
-export async function podNetworkFor(
-  ctx: NodeNetworkContext,
-  requested: PodNetworkRequest,
-  sandboxed: boolean,
-  log: (line: string) => void,
-): Promise<PodNetwork | undefined> {
+export async function podNetworkFor(ctx: NodeNetworkContext, requested: PodNetworkRequest, sandboxed: boolean, log: (line: string) => void): Promise<PodNetwork | undefined> {
   const server = ctx.kc?.getCurrentCluster()?.server
   // auto on a loopback API server: the host network, silently (the dashboard may own the terminal by now); see the flag's help.
   if (requested === 'auto' && server && isLoopbackServer(server)) return undefined

@@ -67,8 +67,12 @@ export class PodNetwork {
     this.dir = join(opts.stateDir, 'network')
     this.cniPath = opts.cniPath ?? DefaultCniPath
     this.config = {
-      nodeName: opts.nodeName, podCidr, gateway: firstHost(podCidr), bridge: bridgeName(opts.nodeName),
-      ipamDir: join(this.dir, 'ipam'), routes: opts.routes,
+      nodeName: opts.nodeName,
+      podCidr,
+      gateway: firstHost(podCidr),
+      bridge: bridgeName(opts.nodeName),
+      ipamDir: join(this.dir, 'ipam'),
+      routes: opts.routes,
     }
     this.list = conflist(this.config)
   }
@@ -102,7 +106,9 @@ export class PodNetwork {
 
   private invocation(rec: {uid: string; namespace: string; name: string}, ifName: string): CniInvocation {
     return {
-      containerId: rec.uid, netns: netnsPath(NetnsPrefix + rec.uid), ifName,
+      containerId: rec.uid,
+      netns: netnsPath(NetnsPrefix + rec.uid),
+      ifName,
       args: {K8S_POD_NAMESPACE: rec.namespace, K8S_POD_NAME: rec.name, K8S_POD_UID: rec.uid},
     }
   }

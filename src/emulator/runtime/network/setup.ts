@@ -18,7 +18,10 @@ export interface NodeNetworkInputs {
 async function nodePodCidr(core: CoreV1Api, name: string, waitMs: number): Promise<string | undefined> {
   const deadline = Date.now() + waitMs
   for (;;) {
-    const cidr = await core.readNode({name}).then((n) => [n.spec?.podCIDR, ...(n.spec?.podCIDRs ?? [])].find(isIpv4Cidr), () => undefined)
+    const cidr = await core.readNode({name}).then(
+      (n) => [n.spec?.podCIDR, ...(n.spec?.podCIDRs ?? [])].find(isIpv4Cidr),
+      () => undefined,
+    )
     if (cidr || Date.now() >= deadline) return cidr
     await new Promise((r) => setTimeout(r, 250))
   }

@@ -39,7 +39,10 @@ export interface BwrapOptions {
 export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): string[] {
   const hidden = spec.hide.filter((h) => !underPrivate(h) && exists(h))
   const targets = spec.binds.map((b) => ({...b, target: viewPath(b.target, hidden)}))
-  const shadows = shadowDirs(targets.map((t) => t.target), hidden)
+  const shadows = shadowDirs(
+    targets.map((t) => t.target),
+    hidden,
+  )
   const args: string[] = [...rootEntries('/', new Set(['proc', 'dev', 'sys']))]
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/dev/shm')
   for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(s, new Set()))

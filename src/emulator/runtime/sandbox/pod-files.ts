@@ -73,7 +73,10 @@ interface ResolvConf {
 export function parseResolvConf(text: string): ResolvConf {
   const out: ResolvConf = {nameservers: [], searches: [], options: []}
   for (const raw of text.split('\n')) {
-    const [key, ...fields] = raw.replace(/[#;].*$/, '').trim().split(/\s+/)
+    const [key, ...fields] = raw
+      .replace(/[#;].*$/, '')
+      .trim()
+      .split(/\s+/)
     if (key === 'nameserver' && fields[0]) out.nameservers.push(fields[0])
     else if (key === 'search' || key === 'domain') out.searches = fields
     else if (key === 'options') out.options.push(...fields)
@@ -105,7 +108,10 @@ export function resolvConf(pod: V1Pod, dns: PodDNS, readHost = () => readFileSyn
   if (extra) {
     conf.nameservers = unique([...conf.nameservers, ...(extra.nameservers ?? [])])
     conf.searches = unique([...conf.searches, ...(extra.searches ?? [])])
-    conf.options = mergeOptions(conf.options, (extra.options ?? []).map((o) => (o.value !== undefined ? `${o.name}:${o.value}` : (o.name ?? ''))))
+    conf.options = mergeOptions(
+      conf.options,
+      (extra.options ?? []).map((o) => (o.value !== undefined ? `${o.name}:${o.value}` : (o.name ?? ''))),
+    )
   }
   const lines: string[] = []
   if (conf.searches.length > 0) lines.push(`search ${conf.searches.slice(0, MaxDNSSearchPaths).join(' ')}`)

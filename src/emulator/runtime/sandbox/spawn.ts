@@ -50,7 +50,13 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   checkProgram(s.sandbox, file, s.env, s.cwd)
   let args: string[]
   try {
-    args = [...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}), '--', ...withoutBwrapPwd(s.env), ...(s.tty ? [hostProgram(ControllingTerminalPrefix[0]), ...ControllingTerminalPrefix.slice(1)] : []), ...s.argv]
+    args = [
+      ...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}),
+      '--',
+      ...withoutBwrapPwd(s.env),
+      ...(s.tty ? [hostProgram(ControllingTerminalPrefix[0]), ...ControllingTerminalPrefix.slice(1)] : []),
+      ...s.argv,
+    ]
   } catch (error) {
     if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
     throw error

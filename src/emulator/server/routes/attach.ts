@@ -22,8 +22,7 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
     conn,
     deps,
     opts,
-    (session) =>
-      runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal}),
+    (session) => runtime.attachToContainer(ref, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: spec.tty === true, resize: session.resize, signal: session.signal}),
     (error) => internalErrorStatus(`error attaching to container: ${(error as Error).message}`),
   )
 }

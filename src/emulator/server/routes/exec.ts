@@ -22,12 +22,8 @@ export async function serveExec(conn: StreamingConnection, deps: StreamingDeps):
     conn,
     deps,
     opts,
-    (session) =>
-      runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal}),
-    (error) =>
-      error instanceof ExitCodeError
-        ? exitCodeStatus(error.exitCode, error.message)
-        : internalErrorStatus(`error executing command in container: ${(error as Error).message}`),
+    (session) => runtime.execInContainer(ref, command, {stdin: session.stdin, stdout: session.stdout, stderr: session.stderr, tty: opts.tty, resize: session.resize, signal: session.signal}),
+    (error) => (error instanceof ExitCodeError ? exitCodeStatus(error.exitCode, error.message) : internalErrorStatus(`error executing command in container: ${(error as Error).message}`)),
   )
 }
 

@@ -8,7 +8,15 @@ import {type PlainRoute, ReadMethods, withSlash} from './route.js'
 /** The runtime's view: identity and containers only, as the kubelet's /runningpods/ reports. */
 function runningPods(sources: KubeletSources): V1Pod[] {
   const running = sources.isRunning ?? defaultRunningCheck(sources.usage)
-  const pids = new Map((sources.usage?.() ?? []).map((u) => [u.uid, u.containers.filter((c) => c.pid).map((c) => `${c.name}=${c.pid}`).join(',')]))
+  const pids = new Map(
+    (sources.usage?.() ?? []).map((u) => [
+      u.uid,
+      u.containers
+        .filter((c) => c.pid)
+        .map((c) => `${c.name}=${c.pid}`)
+        .join(','),
+    ]),
+  )
   return sources
     .pods()
     .filter(running)

@@ -13,17 +13,7 @@ import {StatsSummaryRoute} from './stats-summary.js'
  * Every path the kubelet API of a node answers. No two routes overlap, so the
  * order only groups them: read-only endpoints, logs, then the streaming ones.
  */
-export const KubeletRoutes: readonly Route[] = [
-  HealthzRoute,
-  PodsRoute,
-  RunningPodsRoute,
-  StatsSummaryRoute,
-  MetricsResourceRoute,
-  ContainerLogsRoute,
-  ExecRoute,
-  AttachRoute,
-  PortForwardRoute,
-]
+export const KubeletRoutes: readonly Route[] = [HealthzRoute, PodsRoute, RunningPodsRoute, StatsSummaryRoute, MetricsResourceRoute, ContainerLogsRoute, ExecRoute, AttachRoute, PortForwardRoute]
 
 export function findRoute(path: string, routes: readonly Route[] = KubeletRoutes): Route | undefined {
   return routes.find((r) => routeMatches(r, path))

@@ -58,9 +58,7 @@ export const DefaultMaxControlFrameBytes = DefaultMaxHeaderBlockBytes + 4096
 /** Header names are lowercase; a name may carry several values (NUL-separated on the wire). */
 export type SpdyHeaders = Record<string, string[]>
 
-export type Frame =
-  | {kind: 'data'; streamId: number; flags: number; data: Buffer}
-  | {kind: 'control'; type: number; version: number; flags: number; payload: Buffer}
+export type Frame = {kind: 'data'; streamId: number; flags: number; data: Buffer} | {kind: 'control'; type: number; version: number; flags: number; payload: Buffer}
 
 export class SpdyProtocolError extends Error {}
 
@@ -119,7 +117,7 @@ export class FrameReader {
 export function adler32(buf: Buffer): number {
   let a = 1
   let b = 0
-  for (let i = 0; i < buf.length; ) {
+  for (let i = 0; i < buf.length;) {
     const end = Math.min(buf.length, i + 3800)
     for (; i < end; i++) {
       a += buf[i]
@@ -153,7 +151,7 @@ export class HeaderDecompressor {
       if (block.length < 6) throw new SpdyProtocolError('header block too short for a zlib header')
       const cmf = block[0]
       const flg = block[1]
-      if ((cmf & 0x0f) !== 8 || (cmf >> 4) > 7 || ((cmf << 8) | flg) % 31 !== 0) throw new SpdyProtocolError('invalid zlib header in header block')
+      if ((cmf & 0x0f) !== 8 || cmf >> 4 > 7 || ((cmf << 8) | flg) % 31 !== 0) throw new SpdyProtocolError('invalid zlib header in header block')
       if (!(flg & 0x20)) throw new SpdyProtocolError('header block is not compressed with the SPDY dictionary')
       if (block.readUInt32BE(2) !== DictionaryId) throw new SpdyProtocolError('header block uses an unknown zlib dictionary')
       raw = block.subarray(6)
