@@ -73,6 +73,12 @@ export async function stopAllVnodes() {
   await Promise.all([...started].map((n) => n.stop()))
 }
 
+/** node's argv for `kubectl vnode up` of a bench node (BENCH_CPU_PROF=<dir>: with a V8 CPU profile). */
+function upArgv(cluster, name, stateDir, args) {
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
+  return [...profile, cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args]
+}
+
 /**
  * `kubectl vnode up` with its dashboard, on a pseudo-terminal of 120x40 (what
  * a user sees); only CPU and memory are read from it.
@@ -83,24 +89,7 @@ export async function startVnodeTui(cluster, name, args = []) {
   recordNodes(name, stateDir, args)
   const env = {...process.env, TERM: 'xterm-256color'}
   delete env.CI
-  const term = spawnPty(
-    process.execPath,
-    [
-      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
-      cli,
-      'up',
-      '--name',
-      name,
-      '--port',
-      '0',
-      '--state-dir',
-      stateDir,
-      '--kubeconfig',
-      cluster.kubeconfig,
-      ...args,
-    ],
-    {cols: 120, rows: 40, env},
-  )
+  const term = spawnPty(process.execPath, upArgv(cluster, name, stateDir, args), {cols: 120, rows: 40, env})
   let screen = ''
   term.onData((d) => (screen = (screen + d).slice(-20_000)))
   const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))
@@ -134,29 +123,7 @@ export function startVnode(cluster, name, args = []) {
   recordNodes(name, stateDir, args)
   // The scenarios measure the plain mode unless they ask for a sandbox (the sandbox scenario puts both side by side).
   if (!args.includes('--sandbox')) args = [...args, '--sandbox', 'none']
-  const child = spawn(
-    process.execPath,
-    [
-      ...(process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []),
-      cli,
-      'up',
-      '--name',
-      name,
-      '--no-tui',
-      '-o',
-      'json',
-      '--port',
-      '0',
-      '--state-dir',
-      stateDir,
-      '--kubeconfig',
-      cluster.kubeconfig,
-      ...args,
-    ],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  )
+  const child = spawn(process.execPath, upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]), {stdio: ['ignore', 'pipe', 'pipe']})
   const lines = []
   let buf = ''
   child.stdout.on('data', (d) => {

@@ -3,7 +3,7 @@ import * as k8s from '@kubernetes/client-node'
 import {join} from 'node:path'
 import {startComponent, stopComponent} from '../../src/cluster/controlplane.js'
 import {createNamespace, describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
-import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
+import {containerStatus, createPod, eventsOnceSeen, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
 describeE2e('API server faults: pods through a 30 s outage, watch expiry and dropped connections', () => {
   const dir = join(runDir(), 'api-faults-cluster')
@@ -65,20 +65,11 @@ describeE2e('API server faults: pods through a 30 s outage, watch expiry and dro
     const steady = await readPod(core, ns, 'steady')
     expect(containerStatus(steady, 'app')!.restartCount).toBe(0)
     expect(await processesMatching(mark('steady'))).toEqual(steadyPids)
-    // born's Started event is written apart from (and can land after) the status that says it runs: wait for it as for the status.
-    const events = await waitFor(
-      async () => {
-        const list = await core.listNamespacedEvent({namespace: ns})
-        return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
-      },
-      "born's Started event",
-      15_000,
-      200,
-    )
-    const started = (pod: string) => events.items.filter((e) => e.involvedObject.name === pod && e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0)
+    const events = await eventsOnceSeen(core, ns, 'born', 'Started')
+    const started = (pod: string) => events.filter((e) => e.involvedObject.name === pod && e.reason === 'Started').reduce((n, e) => n + (e.count ?? 1), 0)
     expect(started('steady')).toBe(1)
     expect(started('born')).toBe(1)
-    expect(events.items.some((e) => e.involvedObject.name === 'steady' && e.reason === 'Killing')).toBe(false)
+    expect(events.some((e) => e.involvedObject.name === 'steady' && e.reason === 'Killing')).toBe(false)
 
     // The watches were re-established, not piled up: node, pods and services.
     const before = p.lines.filter((l) => l.kind === 'stats').length

@@ -4,7 +4,7 @@ import {execa, type ResultPromise} from 'execa'
 import {existsSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
-import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
+import {containerStatus, createPod, eventsOnceSeen, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 import {createNamespace, describeE2e, processesMatching, runDir, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 import {TcpProxy} from './tcp-proxy.js'
 
@@ -188,17 +188,8 @@ describeE2e('410 Gone: the pod source, the node watcher and pods -w relist after
     const steady = (await readPod(core, ns, 'steady'))!
     expect(containerStatus(steady, 'app')!.restartCount).toBe(0)
     expect(await processesMatching(mark('steady'))).toEqual(pids.steady)
-    // born's Started event is written apart from (and can land after) the status that says it runs: wait for it as for the status.
-    const events = await waitFor(
-      async () => {
-        const list = await core.listNamespacedEvent({namespace: ns})
-        return list.items.some((e) => e.involvedObject.name === 'born' && e.reason === 'Started') ? list : undefined
-      },
-      "born's Started event",
-      15_000,
-      200,
-    )
-    const count = (pod: string, reason: string) => events.items.filter((e) => e.involvedObject.name === pod && e.reason === reason).reduce((s, e) => s + (e.count ?? 1), 0)
+    const events = await eventsOnceSeen(core, ns, 'born', 'Started')
+    const count = (pod: string, reason: string) => events.filter((e) => e.involvedObject.name === pod && e.reason === reason).reduce((s, e) => s + (e.count ?? 1), 0)
     expect(count('steady', 'Started')).toBe(1)
     expect(count('steady', 'Killing')).toBe(0)
     expect(count('born', 'Started')).toBe(1)

@@ -1,4 +1,4 @@
-import type {CoreV1Api, V1Container, V1Pod} from '@kubernetes/client-node'
+import type {CoreV1Api, CoreV1Event, V1Container, V1Pod} from '@kubernetes/client-node'
 import {readdirSync, readlinkSync} from 'node:fs'
 import {waitFor} from './helpers.js'
 
@@ -36,6 +36,22 @@ export async function waitPod(core: CoreV1Api, namespace: string, name: string, 
     () => `${namespace}/${name}: ${what} (last status: ${JSON.stringify(last?.status)})`,
     timeoutMs,
     250,
+  )
+}
+
+/**
+ * The namespace's events, once the pod has one with this reason: events
+ * are written apart from (and can land after) the status that tells of them.
+ */
+export async function eventsOnceSeen(core: CoreV1Api, namespace: string, pod: string, reason: string, timeoutMs = 15_000): Promise<CoreV1Event[]> {
+  return waitFor(
+    async () => {
+      const {items} = await core.listNamespacedEvent({namespace})
+      return items.some((e) => e.involvedObject.name === pod && e.reason === reason) ? items : undefined
+    },
+    `${pod}'s ${reason} event`,
+    timeoutMs,
+    200,
   )
 }
 

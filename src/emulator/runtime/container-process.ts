@@ -1,3 +1,4 @@
+import type {ChildProcess} from 'node:child_process'
 import {execa} from 'execa'
 import {closeSync, constants as fsConstants, openSync, readlinkSync, rmSync} from 'node:fs'
 import {constants} from 'node:os'
@@ -162,10 +163,10 @@ export class ContainerProcess {
   /**
    * The main process still runs: the runtime's view of a container's state,
    * which has exited once its PID 1 has, while its output may still drain
-   * (exit is set only after that).
+   * (exit is set only after that, so it is never set while this is true).
    */
   get running(): boolean {
-    return !this.mainExited && this.exit === undefined
+    return !this.mainExited
   }
 
   get pgid(): number {
@@ -296,10 +297,7 @@ export class ContainerProcess {
       term.closeSlave()
     }
     const {monitor, pid} = started
-    const rawExit = new Promise<RawExit>((resolve) => {
-      if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
-      else monitor.once('exit', (code, signal) => resolve({code, signal}))
-    })
+    const rawExit = monitorExit(monitor)
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
     const proc = new ContainerProcess(
       pid,
@@ -312,7 +310,7 @@ export class ContainerProcess {
       spec.cwd,
       outputPipes(spec.pipes),
       spec.stdin ? term.input : undefined,
-      {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})},
+      sandboxedProcess(sandbox),
       monitor.pid,
     )
     proc.terminal = term
@@ -343,24 +341,8 @@ export class ContainerProcess {
     }
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
-    const rawExit = new Promise<RawExit>((resolve) => {
-      if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
-      else monitor.once('exit', (code, signal) => resolve({code, signal}))
-    })
-    return new ContainerProcess(
-      pid,
-      readStat(pid)?.startTime ?? 0,
-      startedAt,
-      rawExit,
-      readers,
-      log,
-      spec.env,
-      spec.cwd,
-      pipes,
-      started.stdin,
-      {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})},
-      monitor.pid,
-    )
+    const rawExit = monitorExit(monitor)
+    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid)
   }
 
   /**
@@ -489,6 +471,19 @@ export const DefaultSandboxSetupWaitMs = 5_000
 export const DefaultSandboxSetupPollMs = 5
 
 /** Until the process no longer runs bwrap itself (it exec'd the container's program), or is gone. */
+/** The exit of a sandbox's bwrap monitor, which passes its PID 1's status on (also when it has exited already). */
+function monitorExit(monitor: ChildProcess): Promise<RawExit> {
+  return new Promise<RawExit>((resolve) => {
+    if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
+    else monitor.once('exit', (code, signal) => resolve({code, signal}))
+  })
+}
+
+/** What an instance keeps of its sandbox's spec: whether it has a network namespace, and a PID namespace shared with the pod. */
+function sandboxedProcess(sandbox: ContainerSandboxSpec): SandboxedProcess {
+  return {netns: !!sandbox.netns, ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {})}
+}
+
 async function waitForProgram(pid: number): Promise<void> {
   const deadline = Date.now() + DefaultSandboxSetupWaitMs
   while (Date.now() < deadline) {
