@@ -1,43 +1,49 @@
+import {podKey} from '../../common/pods.js'
+import {EventReason} from '../kube/event-reasons.js'
 import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {statfsSync} from 'node:fs'
 import {mkdir} from 'node:fs/promises'
 import {cpus, totalmem} from 'node:os'
 import {join} from 'node:path'
+import type {Duplex} from 'node:stream'
 import {notFound} from '../provider/errdefs.js'
 import type {PodLifecycleHandler, ProviderContext} from '../provider/handler.js'
+import type {SandboxPoolFigures} from '../provider/pool.js'
+import type {ContainerLog, ContainerLogRefusal, ContainerLogs} from '../provider/logs.js'
+import {CriContainerLogs} from './logs/container-logs.js'
 import {type ContainerRef, type ContainerStreaming, ExitCodeError, type StreamIO} from '../provider/streaming.js'
-import {attachToProcess} from './container-attach.js'
-import {startExec} from './container-exec.js'
-import type {ContainerProcess} from './container-process.js'
-import {isGroupAlive, processGroups, signalGroup} from './proc.js'
-import {DefaultCrashLoopTiming, type CrashLoopTiming} from './crash-loop.js'
-import type {NodeFacts} from './env.js'
-import {ImageMap} from './images.js'
-import {defaultImageMap} from './default-images.js'
-import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs.js'
-import {podSandbox} from './pod-record.js'
-import {findPodRecords, killRecorded, restoreContainer} from './adopt.js'
-import {removeTree} from './volumes.js'
+import {attachToProcess} from './container/attach.js'
+import {dialInNetns} from './network/port-dial.js'
+import {ExecGroups, startExec} from './container/exec.js'
+import type {ContainerProcess} from './process/container-process.js'
+import {processGroups} from './process/proc.js'
+import {DefaultCrashLoopTiming, type CrashLoopTiming} from './container/crash-loop.js'
+import type {NodeFacts} from './env/env.js'
+import {ImageMap} from './images/image-map.js'
+import {defaultImageMap} from './images/default-images.js'
+import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs/writer.js'
+import {podSandbox} from './pod/record.js'
+import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
+import {removeTree} from '../../common/remove-tree.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
-import type {SandboxMode} from './sandbox/spec.js'
-import {PodRuntime} from './pod-runtime.js'
-import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './sync-clock.js'
-import {processGroupUsage, type PodUsage} from './usage.js'
-import {ServiceAccountTokens} from './service-account-tokens.js'
-import type {VolumeRefreshOptions} from './volume-refresh.js'
+import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
+import {retiringLayers} from './sandbox/pod-sandbox.js'
+import {PodRuntime} from './pod/pod-runtime.js'
+import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './pod/sync-clock.js'
+import {processGroupUsage, type PodUsage} from './process/usage.js'
+import {ServiceAccountTokens} from './volumes/tokens.js'
+import type {VolumeRefreshOptions} from './volumes/refresh.js'
 import type {CgroupSupport} from './cgroups/detect.js'
 import {NodeCgroups} from './cgroups/node-cgroups.js'
 import {cgroupUsage} from './cgroups/usage.js'
 import type {PodNetwork} from './network/pod-network.js'
 import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
-import type {ContainerState} from './container-state.js'
+import type {ContainerState} from './container/state.js'
 
 /**
- * The kubelet's ContainerGCPeriod: every minute its container GC removes the
- * dead instances of each container but the newest (MaxPerPodContainer 1), so
- * a pod's older exits stop showing (a deleted crash-looping container has no
- * lastState once the GC has run).
- */
+ * The kubelet's ContainerGCPeriod: every minute its container GC removes the dead instances of each container
+ * but the newest (MaxPerPodContainer 1), so older exits stop showing (a deleted crash-looping container has no
+ * lastState once the GC has run). */
 export const DefaultContainerGCPeriodMs = 60_000
 
 export interface ProcessProviderOptions {
@@ -66,10 +72,13 @@ export interface ProcessProviderOptions {
   cgroups?: CgroupSupport
   /** The kubelet's podPidsLimit (pids.max of each pod cgroup); -1 or unset: none. */
   podPidsLimit?: number
-  /** The node's pod network (network/): a namespace and address per non-hostNetwork pod. */
+  /** The node's pod network (network/): a namespace and address per non-hostNetwork pod; hostNetworkReason: why there is none. */
   network?: PodNetwork
+  hostNetworkReason?: string
   /** What pods run inside (sandbox/): `namespaces` (detectSandbox decides) or `none`, the default here. */
   sandbox?: SandboxMode
+  /** The sandbox's walls (namespaces mode): how writable layers are built, what is hidden. */
+  walls?: SandboxWalls
   /** The cluster DNS pods' resolv.conf names (sandbox mode). */
   dns?: Partial<PodDNS>
   /** Called with each container's main process host pid before its program runs (cgroups). */
@@ -81,11 +90,10 @@ export interface ProcessProviderOptions {
  * (pod-runtime.ts has the kubelet's container rules). Pod sandboxes live at
  * <stateDir>/pods/<uid>/, logs at <stateDir>/logs/ (log-layout.ts).
  */
-export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming {
+export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming, ContainerLogs {
   private readonly pods = new Map<string, PodRuntime>()
   private gcTimer: NodeJS.Timeout | undefined
-  /** Process groups of exec'd commands by container instance: they die with it, as in its PID namespace. */
-  private readonly execGroups = new Map<ContainerProcess, Set<number>>()
+  private readonly execGroups = new ExecGroups()
   private callback: (pod: V1Pod) => void = () => undefined
   private images: ImageMap
   private readonly node: NodeFacts
@@ -150,6 +158,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     this.adopted ??= (async () => {
       this.cgroups?.setUp()
       await this.adoptRecorded()
+      // After the pods' adoption: entries a pod's record names are the pod's, the others are reclaimed or destroyed.
+      await this.opts.network?.startPool()
     })()
     await this.adopted
   }
@@ -169,7 +179,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
         continue
       }
       const rt = this.newRuntime(record.pod)
-      await rt.net.adopt()
+      await rt.sandbox.net.adopt()
       rt.restore(
         record.containers.map((c) => restoreContainer(c, this.rotation(), this.opts.adoptPollMs, this.cgroups)),
         record.links ?? [],
@@ -179,7 +189,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     }
     // Cgroups of pods and instances nothing adopted: whatever is in them is killed, and they go.
     const rts = [...this.pods.values()]
-    await this.cgroups?.sweep(new Set(rts.map((rt) => rt.uid)), new Set(rts.flatMap((rt) => rt.containers.flatMap((c) => rt.cgroup.containerPath(c.name) ?? []))))
+    await this.cgroups?.sweep(new Set(rts.map((rt) => rt.uid)), new Set(rts.flatMap((rt) => rt.containers.flatMap((c) => rt.sandbox.cgroup.containerPath(c.name) ?? []))))
   }
 
   async createPod(pod: V1Pod): Promise<void> {
@@ -224,6 +234,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
       network: pod.spec?.hostNetwork || this.sandboxMode !== 'namespaces' ? undefined : this.opts.network,
       checkHostPorts: (p, c) => this.checkHostPorts(p, c),
       sandboxMode: this.sandboxMode,
+      walls: this.opts.walls,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
       notify: (p) => this.callback(p),
@@ -231,8 +242,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
   }
 
   /** How many pods the runtime holds (a pod is forgotten by cleanupPod): tests check it returns to zero. */
+  /** Per-pod state held: the pods' runtimes and earlier instances' layers still being removed. */
   get size(): number {
-    return this.pods.size
+    return this.pods.size + retiringLayers()
   }
 
   async updatePod(pod: V1Pod): Promise<void> {
@@ -262,6 +274,11 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     return this.byName(namespace, name)?.status()
   }
 
+  /** The container's CRI log, the file chosen from the pod as the node last wrote its status. */
+  getContainerLogs(ref: ContainerRef, previous: boolean): ContainerLog | ContainerLogRefusal {
+    return new CriContainerLogs(this.ctx.stateDir, this.ctx.knownPod).getContainerLogs(ref, previous)
+  }
+
   async getPods(): Promise<V1Pod[]> {
     return [...this.pods.values()].map((p) => p.snapshot())
   }
@@ -279,7 +296,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
         name: rt.pod.metadata!.name!,
         uid: rt.uid,
         containers: rt.containers.flatMap((c) => {
-          const path = c.proc ? rt.cgroup.containerPath(c.name) : undefined
+          const path = c.proc ? rt.sandbox.cgroup.containerPath(c.name) : undefined
           return c.proc && path ? [cgroupUsage(cg, c.name, path, c.proc.pid, c.proc.startedAt)] : []
         }),
       }))
@@ -293,6 +310,11 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     }))
   }
 
+  /** The warm pool of pod network sandboxes; undefined without a pod network. */
+  pool(): SandboxPoolFigures | undefined {
+    return this.opts.network?.poolFigures()
+  }
+
   // ---- exec and attach (ContainerStreaming) ----
 
   isContainerRunning(ref: ContainerRef): boolean {
@@ -303,12 +325,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     const proc = this.runningProcess(ref)
     if (!proc) throw notFound(`container not found (${JSON.stringify(ref.container)})`)
     await proc.entered()
-    const enter = proc.enterArgv(proc.cwd)
+    const rt = this.byName(ref.namespace, ref.pod)
+    // In a sandbox the command joins the container's cgroups before it runs (sandbox/spawn.ts enterArgv).
+    const enter = proc.enterArgv(proc.cwd, rt?.sandbox.cgroup.containerProcsFiles(ref.container) ?? [])
     const handle = await startExec(command, {env: proc.env, cwd: proc.cwd, ...(enter.length > 0 ? {sandbox: {enter, root: `/proc/${proc.pid}/root`}} : {})}, io)
-    this.trackExec(proc, handle.pgid)
+    this.execGroups.track(proc, handle.pgid)
     // An exec'd command counts against the container's limits, as in its cgroup under the kubelet.
-    const cgroup = this.byName(ref.namespace, ref.pod)?.cgroup.containerPath(ref.container)
-    if (cgroup) {
+    const cgroup = rt?.sandbox.cgroup.containerPath(ref.container)
+    if (cgroup && enter.length === 0) {
       try {
         this.cgroups?.placeTree(cgroup, handle.pgid)
       } catch {
@@ -317,7 +341,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     }
     const code = await handle.done
     // A group that is already empty is forgotten at once, so its id is never signalled after reuse.
-    if (!isGroupAlive(handle.pgid)) this.execGroups.get(proc)?.delete(handle.pgid)
+    this.execGroups.ended(proc, handle.pgid)
     if (code !== 0) throw new ExitCodeError(code, `command '${command.join(' ')}' exited with ${code}`)
   }
 
@@ -328,49 +352,36 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
     await attachToProcess(proc, {stdin: c.spec.stdin === true, stdinOnce: c.spec.stdinOnce === true}, io)
   }
 
+  /** Port-forward inside the pod's own network namespace (network/port-dial.ts); undefined on the host's network. */
+  dialPodPort(uid: string, port: number, timeoutMs: number): Promise<Duplex> | undefined {
+    const netns = this.pods.get(uid)?.sandbox.net.netns
+    return netns ? dialInNetns(netns, port, timeoutMs) : undefined
+  }
+
   private runningProcess(ref: ContainerRef): ContainerProcess | undefined {
     const proc = this.byName(ref.namespace, ref.pod)?.containers.find((c) => c.name === ref.container)?.proc
     return proc && proc.exit === undefined ? proc : undefined
-  }
-
-  /** Remembers an exec's group until the container instance exits, then kills what is left of it. */
-  private trackExec(proc: ContainerProcess, pgid: number): void {
-    let groups = this.execGroups.get(proc)
-    if (!groups) {
-      const set = new Set<number>()
-      this.execGroups.set(proc, (groups = set))
-      void proc.exited.then(() => {
-        for (const g of set) signalGroup(g, 'SIGKILL')
-        this.execGroups.delete(proc)
-      })
-    }
-    for (const g of groups) if (!isGroupAlive(g)) groups.delete(g)
-    groups.add(pgid)
   }
 
   /** Kills whatever still runs and stops every timer; records stay on disk. */
   async close(): Promise<void> {
     this.closed = true
     clearInterval(this.gcTimer)
-    for (const groups of this.execGroups.values()) for (const g of groups) signalGroup(g, 'SIGKILL')
-    this.execGroups.clear()
+    this.execGroups.killAll()
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
     await this.cgroups?.close()
     await this.opts.network?.close()
   }
 
-  /**
-   * On the host network: a Warning for each declared TCP containerPort that
-   * something on the host already listens on, naming the pod holding it.
-   */
+  /** On the host network: a Warning per declared TCP containerPort the host already listens on, naming its pod. */
   private async checkHostPorts(pod: V1Pod, c: ContainerState): Promise<void> {
     const ports = (c.spec.ports ?? []).filter((p) => (p.protocol ?? 'TCP') === 'TCP').map((p) => p.containerPort)
     for (const taken of await takenPorts(ports)) {
       const pgid = taken.pid ? await processGroupOf(taken.pid) : undefined
       const holder = [...this.pods.values()].find((rt) => rt.containers.some((x) => x.proc && x.proc.exit === undefined && x.proc.pgid === pgid))
       const who = holder ? `pod ${holder.key}` : taken.pid ? `process ${taken.pid}${taken.comm ? ` (${taken.comm})` : ''}` : 'another process'
-      void this.ctx.recorder.record(c.ref(pod), 'Warning', 'PortInUse', portConflictMessage(taken.port, who))
+      void this.ctx.recorder.record(c.ref(pod), 'Warning', EventReason.PortInUse, portConflictMessage(taken.port, who, c.spec.ports, this.opts.hostNetworkReason))
     }
   }
 
@@ -380,7 +391,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming 
 
   /** The pod of that name; a live one over one still terminating under the same name. */
   private byName(namespace: string, name: string): PodRuntime | undefined {
-    const all = [...this.pods.values()].filter((p) => p.key === `${namespace}/${name}`)
+    const all = [...this.pods.values()].filter((p) => p.key === podKey(namespace, name))
     return all.find((p) => !p.isTerminating) ?? all.at(-1)
   }
 }

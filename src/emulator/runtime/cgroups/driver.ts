@@ -26,6 +26,8 @@ export interface CgroupDriver {
   apply(path: string, config: ResourceConfig, opts?: {oomGroup?: boolean}): void
   /** Moves a process (and its threads) into the cgroup. */
   place(path: string, pid: number): void
+  /** The cgroup.procs files a process writes its pid to to join the cgroup (one per v1 hierarchy). */
+  procsFiles(path: string): string[]
   /** Processes in the cgroup and below it (every hierarchy, for v1); empty when it is gone. */
   procs(path: string): number[]
   /** Whether the pid is in this cgroup (or below it). */
@@ -96,8 +98,8 @@ export function treePids(dir: string): number[] {
 }
 
 /** rmdir bottom-up; a missing directory is fine, a busy one throws. */
-export function removeTree(dir: string): void {
-  for (const d of subdirs(dir)) removeTree(join(dir, d))
+export function removeCgroupTree(dir: string): void {
+  for (const d of subdirs(dir)) removeCgroupTree(join(dir, d))
   try {
     rmdirSync(dir)
   } catch (error) {

@@ -109,8 +109,22 @@ export class NodeCgroups {
     this.burstable = shares
   }
 
+  /**
+   * Moves a process into a cgroup. One already gone (ESRCH: a program that
+   * exits at once can end before it is placed) is not a failure of its start:
+   * its exit, with its own code, is what the container reports.
+   */
   place(path: string, pid: number): void {
-    this.driver.place(path, pid)
+    try {
+      this.driver.place(path, pid)
+    } catch (error) {
+      if (((error as Error).cause as NodeJS.ErrnoException | undefined)?.code !== 'ESRCH') throw error
+    }
+  }
+
+  /** The cgroup.procs files of a cgroup (exec joins its container's cgroups through them). */
+  procsFiles(path: string): string[] {
+    return this.driver.procsFiles(path)
   }
 
   /** A process and the children it already started (an exec through nsenter --fork), best effort for the children. */

@@ -1,5 +1,6 @@
+import {allContainerStatuses, allContainers} from '../../../common/pods.js'
 import type {V1Container, V1Pod, V1PodCondition, V1PodStatus, V1ResourceRequirements} from '@kubernetes/client-node'
-import {StartError} from '../container-process.js'
+import {StartError} from '../process/command-errors.js'
 import type {NodeCgroups} from './node-cgroups.js'
 import {changedResources, infeasibleMessage, resizeCompletedMessage, resizeCondition, resizeNeedsRestart, ResizeInProgressCondition, ResizePendingCondition, statusResources} from './resize.js'
 import {hasLimits} from './resources.js'
@@ -64,6 +65,12 @@ export class PodCgroupState {
     return this.paths.get(name)
   }
 
+  /** The cgroup.procs files of a container's instance: exec, probes and hooks join them; none without cgroups. */
+  containerProcsFiles(name: string): string[] {
+    const path = this.paths.get(name)
+    return path && this.node ? this.node.procsFiles(path) : []
+  }
+
   /**
    * The instance's main process ended: whether the kernel OOM-killed in its
    * cgroup (read now, before the cgroup goes); then what is left in it is
@@ -112,8 +119,8 @@ export class PodCgroupState {
    * to restart and the ResizeCompleted message when the resize was applied.
    */
   resize(before: V1Pod, after: V1Pod, running: Array<{name: string; spec: V1Container}>): {restart: string[]; completed?: string} {
-    const specsBefore = [...(before.spec?.initContainers ?? []), ...(before.spec?.containers ?? [])]
-    const specsAfter = [...(after.spec?.initContainers ?? []), ...(after.spec?.containers ?? [])]
+    const specsBefore = allContainers(before)
+    const specsAfter = allContainers(after)
     const changed = specsAfter.filter((c) => changedResources(specsBefore.find((b) => b.name === c.name)?.resources, c.resources).length > 0)
     if (changed.length === 0) return {restart: []}
     const now = new Date()
@@ -150,8 +157,8 @@ export class PodCgroupState {
 
   /** containerStatuses[].resources and allocatedResources, and the resize conditions, as the 1.34 kubelet reports them. */
   reportResources(pod: V1Pod, status: V1PodStatus, running: (name: string) => boolean): void {
-    const specs = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
-    for (const s of [...(status.initContainerStatuses ?? []), ...(status.containerStatuses ?? [])]) {
+    const specs = allContainers(pod)
+    for (const s of allContainerStatuses({status})) {
       const spec = specs.find((c) => c.name === s.name)
       if (!spec || !s.containerID) continue
       s.resources = statusResources(running(s.name) ? this.actuated.get(s.name) : undefined, spec.resources)

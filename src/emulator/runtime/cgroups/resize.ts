@@ -1,5 +1,4 @@
 import type {V1Container, V1Pod, V1PodCondition, V1ResourceRequirements} from '@kubernetes/client-node'
-import {isDeepStrictEqual} from 'node:util'
 import {bytes, milli, podTotals} from './resources.js'
 
 /**
@@ -12,7 +11,6 @@ import {bytes, milli, podTotals} from './resources.js'
 
 export const ResizePendingCondition = 'PodResizePending'
 export const ResizeInProgressCondition = 'PodResizeInProgress'
-export const ResizeCompletedReason = 'ResizeCompleted'
 
 type Resource = 'cpu' | 'memory'
 
@@ -85,8 +83,4 @@ export function statusResources(actuated: V1ResourceRequirements | undefined, sp
   if (r.limits && Object.keys(r.limits).length) out.limits = r.limits
   if (r.requests && Object.keys(r.requests).length) out.requests = r.requests
   return out
-}
-
-export function sameResources(a: V1ResourceRequirements | undefined, b: V1ResourceRequirements | undefined): boolean {
-  return changedResources(a, b).length === 0 && isDeepStrictEqual(Object.keys(a?.limits ?? {}).sort(), Object.keys(b?.limits ?? {}).sort())
 }

@@ -1,3 +1,4 @@
+import {allContainers} from '../../../common/pods.js'
 import type {V1Container, V1Pod, V1ResourceRequirements} from '@kubernetes/client-node'
 import {parseQuantity} from '../../quantity.js'
 
@@ -72,7 +73,7 @@ export function podQos(pod: V1Pod): QosClass {
 }
 
 export function computeQos(pod: V1Pod): QosClass {
-  const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
+  const all = allContainers(pod)
   let any = false
   let guaranteed = all.length > 0
   for (const c of all) {
@@ -141,7 +142,7 @@ export function podTotals(pod: V1Pod, pick: (c: V1Container) => Record<string, s
 
 /** The pod cgroup's config (ResourceConfigForPod, CFS quota enforced). */
 export function podResources(pod: V1Pod, pidsLimit = NoLimit): ResourceConfig {
-  const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
+  const all = allContainers(pod)
   const reqs = podTotals(pod, (c) => requestsOf(c.resources))
   const lims = podTotals(pod, (c) => (c.resources?.limits ?? {}) as Record<string, string>)
   const cpuDeclared = all.every((c) => cpuOf(c.resources?.limits as Record<string, string>) > 0)
@@ -160,9 +161,7 @@ export function podResources(pod: V1Pod, pidsLimit = NoLimit): ResourceConfig {
 
 /** Whether the pod asks for limits a node without cgroups cannot enforce. */
 export function hasLimits(pod: V1Pod): boolean {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].some(
-    (c) => cpuOf(c.resources?.limits as Record<string, string>) > 0 || memOf(c.resources?.limits as Record<string, string>) > 0,
-  )
+  return allContainers(pod).some((c) => cpuOf(c.resources?.limits as Record<string, string>) > 0 || memOf(c.resources?.limits as Record<string, string>) > 0)
 }
 
 /** The burstable QoS cgroup's shares: the sum of its pods' cpu requests (qos_container_manager setCPUCgroupConfig). */

@@ -1,5 +1,5 @@
 import type {ContainerUsage} from '../../provider/usage.js'
-import {readStat} from '../proc.js'
+import {readStat} from '../process/proc.js'
 import type {NodeCgroups} from './node-cgroups.js'
 
 /**

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
-import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, readPids, removeTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, readPids, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
 import {NoLimit, type ResourceConfig} from './resources.js'
 
 /** The v1 controllers a pod cgroup needs, and those used when present. */
@@ -67,6 +67,10 @@ export class CgroupV1 implements CgroupDriver {
     for (const d of this.all(path)) writeCg(d, 'cgroup.procs', pid)
   }
 
+  procsFiles(path: string): string[] {
+    return this.all(path).map((d) => join(d, 'cgroup.procs'))
+  }
+
   procs(path: string): number[] {
     return [...new Set(this.all(path).flatMap((d) => treePids(d)))]
   }
@@ -113,7 +117,7 @@ export class CgroupV1 implements CgroupDriver {
   }
 
   remove(path: string): void {
-    for (const d of this.all(path)) removeTree(d)
+    for (const d of this.all(path)) removeCgroupTree(d)
   }
 
   children(path: string): string[] {

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
-import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
 import {NoLimit, type ResourceConfig, sharesToWeight} from './resources.js'
 
 export const RequiredV2Controllers = ['cpu', 'memory', 'pids'] as const
@@ -54,6 +54,10 @@ export class CgroupV2 implements CgroupDriver {
     writeCg(this.dir(path), 'cgroup.procs', pid)
   }
 
+  procsFiles(path: string): string[] {
+    return [join(this.dir(path), 'cgroup.procs')]
+  }
+
   procs(path: string): number[] {
     return treePids(this.dir(path))
   }
@@ -99,7 +103,7 @@ export class CgroupV2 implements CgroupDriver {
   }
 
   remove(path: string): void {
-    removeTree(this.dir(path))
+    removeCgroupTree(this.dir(path))
   }
 
   children(path: string): string[] {

@@ -83,9 +83,9 @@ function pluginConf(list: CniConfList, plugin: CniConfList['plugins'][number], p
   return {cniVersion: list.cniVersion, name: list.name, ...plugin, ...(prevResult ? {prevResult} : {})}
 }
 
-/** ADD through every plugin of the list; the last plugin's result. */
-export async function cniAdd(list: CniConfList, inv: CniInvocation, cniPath = DefaultCniPath): Promise<CniResult> {
-  let result: CniResult | undefined
+/** ADD through every plugin of the list; the last plugin's result. prevResult: what earlier plugins of the chain gave (a pool entry's). */
+export async function cniAdd(list: CniConfList, inv: CniInvocation, cniPath = DefaultCniPath, prevResult?: CniResult): Promise<CniResult> {
+  let result: CniResult | undefined = prevResult
   for (const p of list.plugins) result = (await runPlugin(cniPath, 'ADD', pluginConf(list, p, result), inv)) ?? result
   if (!result) throw new CniError(list.name, 'ADD', 'no result')
   return result

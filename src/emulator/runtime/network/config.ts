@@ -101,3 +101,24 @@ export function podChain(list: CniConfList, portMappings: readonly PortMapping[]
   const plugins = portMappings.length === 0 ? list.plugins.filter((p) => p.type !== 'portmap') : list.plugins.map((p) => (p.type === 'portmap' ? {...p, runtimeConfig: {portMappings}} : p))
   return {...list, plugins}
 }
+
+/**
+ * The part of the chain that does not depend on the pod, run ahead for the
+ * warm pool (sandbox-pool.ts): the bridge's veth and host-local's address.
+ * Neither plugin reads the pod's identity (CNI_ARGS) nor names anything
+ * after it; the lease is keyed by the CNI containerID the entry was made
+ * with, which the pod's record keeps for the DEL.
+ */
+export function podIndependentChain(list: CniConfList): CniConfList {
+  return {...list, plugins: list.plugins.filter((p) => p.type !== 'portmap')}
+}
+
+/**
+ * What a pod adds to a pool entry when it leases it: its port mappings
+ * (portmap, given the entry's result as prevResult); no plugin for a pod
+ * without hostPorts.
+ */
+export function podSpecificChain(list: CniConfList, portMappings: readonly PortMapping[]): CniConfList {
+  const plugins = portMappings.length === 0 ? [] : list.plugins.filter((p) => p.type === 'portmap').map((p) => ({...p, runtimeConfig: {portMappings}}))
+  return {...list, plugins}
+}

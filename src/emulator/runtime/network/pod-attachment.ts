@@ -1,3 +1,4 @@
+import {allContainers} from '../../../common/pods.js'
 import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {type PortMapping} from './config.js'
 import {type PodAttachment, type PodNetwork} from './pod-network.js'
@@ -8,7 +9,7 @@ export const HostNetworkHandlerHost = '127.0.0.1'
 /** The pod's hostPort mappings, as the kubelet hands them to CNI's portmap. */
 export function portMappings(pod: V1Pod): PortMapping[] {
   const out: PortMapping[] = []
-  for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+  for (const c of allContainers(pod)) {
     for (const p of c.ports ?? []) {
       if (!p.hostPort) continue
       const protocol = (p.protocol ?? 'TCP').toLowerCase() as PortMapping['protocol']

@@ -1,11 +1,16 @@
 import {execa} from 'execa'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
-import {join} from 'node:path'
-import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, CniVersion, DefaultCniPath} from './cni.js'
-import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, type PortMapping} from './config.js'
+import {basename, join} from 'node:path'
+import {RealClock, type Clock} from '../../../common/clock.js'
+import type {SandboxPoolFigures} from '../../provider/pool.js'
+import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
+import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
-import {addNetns, deleteNetns, netnsExists, netnsPath} from './netns.js'
+import {deleteNetns} from './netns.js'
+import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries} from './pool-entries.js'
+import {PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
+import {SandboxPool} from './sandbox-pool.js'
 
 /**
  * The pod network of one node: a network namespace and an address per
@@ -13,6 +18,11 @@ import {addNetns, deleteNetns, netnsExists, netnsPath} from './netns.js'
  * pod got (the CNI result) is kept in the state dir, so a vnode restart
  * adopts the pod with its namespace and address, and the DEL that removes
  * them later has the result the plugins expect.
+ *
+ * A pod's network comes from the warm pool when it has an entry ready
+ * (sandbox-pool.ts, pool-entries.ts): the namespace, veth and address were
+ * made ahead; only the pod's port mappings are added at lease time. When
+ * the pool is empty the pod makes its own, as it would without a pool.
  */
 
 export const NetnsPrefix = 'vnode-'
@@ -34,6 +44,8 @@ interface AttachmentRecord {
   uid: string
   namespace: string
   name: string
+  /** The CNI containerID the address was leased with: a pool entry's id, or the pod's uid (absent in older records: the uid). */
+  containerId?: string
   netns: string
   ip: string
   portMappings: PortMapping[]
@@ -48,6 +60,10 @@ export interface PodNetworkOptions {
   /** Destinations the pods reach through the host: service ranges, the host's addresses. */
   routes: string[]
   cniPath?: string
+  /** The warm pool's sizing; cap 0: no pool. */
+  pool?: PoolSizingOptions
+  clock?: Clock
+  log?: (line: string) => void
 }
 
 async function ip(args: string[]): Promise<{ok: boolean; stderr: string}> {
@@ -61,6 +77,8 @@ export class PodNetwork {
   private readonly dir: string
   private readonly cniPath: string
   private bridgeReady: Promise<void> | undefined
+  private readonly entries: EntryContext
+  private readonly pool: SandboxPool<NetworkEntry> | undefined
 
   constructor(opts: PodNetworkOptions) {
     const podCidr = isIpv4Cidr(opts.podCidr) ? opts.podCidr : defaultPodCidr(opts.nodeName)
@@ -75,6 +93,11 @@ export class PodNetwork {
       routes: opts.routes,
     }
     this.list = conflist(this.config)
+    this.entries = {dir: join(this.dir, 'pool'), cniPath: this.cniPath, chain: podIndependentChain(this.list), fullChain: this.list, ifName: PodInterface, ensureBridge: () => this.ensureBridge()}
+    const sizing = new PoolSizing(opts.pool)
+    if (sizing.cap > 0) {
+      this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, opts.clock ?? RealClock, opts.log)
+    }
   }
 
   private recordFile(uid: string): string {
@@ -104,46 +127,78 @@ export class PodNetwork {
     return this.bridgeReady
   }
 
-  private invocation(rec: {uid: string; namespace: string; name: string}, ifName: string): CniInvocation {
+  private invocation(rec: {uid: string; namespace: string; name: string; containerId?: string; netns: string}, ifName: string): CniInvocation {
     return {
-      containerId: rec.uid,
-      netns: netnsPath(NetnsPrefix + rec.uid),
+      containerId: rec.containerId ?? rec.uid,
+      netns: rec.netns,
       ifName,
       args: {K8S_POD_NAMESPACE: rec.namespace, K8S_POD_NAME: rec.name, K8S_POD_UID: rec.uid},
     }
   }
 
-  private static loopback: CniConfList = {cniVersion: CniVersion, name: 'vnode-loopback', plugins: [{type: 'loopback'}]}
+  /**
+   * Once at start, after a restart too: the pool entries a previous run
+   * recorded are reclaimed (ready, namespace still there) or destroyed,
+   * those leased to pods are left to the pods' records; then the pool fills.
+   */
+  async startPool(): Promise<void> {
+    if (!this.pool) return
+    const leased = new Set<string>()
+    for (const uid of await this.attachedUids()) {
+      const rec = await this.readRecord(uid)
+      if (rec?.containerId) leased.add(rec.containerId)
+    }
+    await this.pool.start(await reclaimEntries(this.entries, leased))
+  }
+
+  /** The pool's figures; undefined without a pool. */
+  poolFigures(): SandboxPoolFigures | undefined {
+    return this.pool?.figures()
+  }
 
   /** The pod's namespace and address, made now or adopted from an earlier run. */
   async attach(req: PodNetworkRequest): Promise<PodAttachment> {
     const kept = await this.attached(req.uid)
     if (kept) return kept
-    await this.ensureBridge()
-    const netns = await addNetns(NetnsPrefix + req.uid)
-    const list = podChain(this.list, req.portMappings)
+    // An entry whose namespace was removed behind vnode's back is no sandbox: destroyed, the next one taken.
+    const leased = this.pool?.lease((e) => existsSync(e.netns))
+    // The pool was empty: the pod makes its own, named after it (no pool record: the pod's follows at once).
+    const entry = leased ?? (await makeNetwork(this.entries, req.uid, NetnsPrefix + req.uid))
+    const rec: AttachmentRecord = {
+      uid: req.uid,
+      namespace: req.namespace,
+      name: req.name,
+      containerId: entry.id,
+      netns: entry.netns,
+      ip: entry.ip,
+      portMappings: req.portMappings,
+      result: entry.result,
+    }
     try {
-      await cniAdd(PodNetwork.loopback, this.invocation(req, 'lo'), this.cniPath)
-      const result = await cniAdd(list, this.invocation(req, PodInterface), this.cniPath)
-      const addr = result.ips?.[0]?.address?.split('/')[0]
-      if (!addr) throw new Error('the CNI result has no address')
-      const rec: AttachmentRecord = {uid: req.uid, namespace: req.namespace, name: req.name, netns, ip: addr, portMappings: req.portMappings, result}
+      const specific = podSpecificChain(this.list, req.portMappings)
+      if (leased && specific.plugins.length > 0) await markLeasing(this.entries, leased)
+      if (specific.plugins.length > 0) rec.result = await cniAdd(specific, this.invocation(rec, PodInterface), this.cniPath, entry.result)
       await mkdir(join(this.dir, 'pods'), {recursive: true, mode: 0o700})
       const tmp = `${this.recordFile(req.uid)}.tmp`
       await writeFile(tmp, JSON.stringify(rec), {mode: 0o600})
       await rename(tmp, this.recordFile(req.uid))
-      return {ip: addr, netns}
     } catch (error) {
-      await cniDel(list, this.invocation(req, PodInterface), undefined, this.cniPath).catch(() => undefined)
-      await deleteNetns(NetnsPrefix + req.uid).catch(() => undefined)
+      // The entry is not given back: what a failed step left in it is unknown. The pool makes a new one.
+      await cniDel(podChain(this.list, req.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
+      await deleteNetns(basename(entry.netns)).catch(() => undefined)
+      await rm(this.recordFile(req.uid), {force: true})
+      if (leased) await forgetEntry(this.entries, leased.id)
       throw error
     }
+    // Named by the pod's record now: a restart finds it there.
+    if (leased) await forgetEntry(this.entries, leased.id)
+    return {ip: entry.ip, netns: entry.netns}
   }
 
   /** The attachment an earlier attach left, when its namespace still exists. */
   async attached(uid: string): Promise<PodAttachment | undefined> {
     const rec = await this.readRecord(uid)
-    return rec && netnsExists(NetnsPrefix + uid) ? {ip: rec.ip, netns: rec.netns} : undefined
+    return rec && existsSync(rec.netns) ? {ip: rec.ip, netns: rec.netns} : undefined
   }
 
   private async readRecord(uid: string): Promise<AttachmentRecord | undefined> {
@@ -160,7 +215,7 @@ export class PodNetwork {
     if (rec) {
       await cniDel(podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
     }
-    await deleteNetns(NetnsPrefix + uid)
+    await deleteNetns(basename(rec?.netns ?? NetnsPrefix + uid))
     await rm(this.recordFile(uid), {force: true})
   }
 
@@ -171,11 +226,12 @@ export class PodNetwork {
   }
 
   /**
-   * The node stops: once no pod is attached, the bridge and the lease
-   * directory go too. Attached pods (left running for a later adoption)
-   * keep everything.
+   * The node stops: the pool's entries are destroyed; once no pod is
+   * attached, the bridge and the lease directory go too. Attached pods
+   * (left running for a later adoption) keep everything.
    */
   async close(): Promise<void> {
+    await this.pool?.close()
     if ((await this.attachedUids()).length > 0) return
     if (existsSync(this.dir) || this.bridgeReady) {
       await ip(['link', 'del', this.config.bridge])

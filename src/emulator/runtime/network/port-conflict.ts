@@ -1,3 +1,4 @@
+import type {V1ContainerPort} from '@kubernetes/client-node'
 import {readdir, readFile, readlink} from 'node:fs/promises'
 
 /**
@@ -65,9 +66,19 @@ export async function processGroupOf(pid: number): Promise<number | undefined> {
   return Number.isFinite(pgrp) && pgrp > 0 ? pgrp : undefined
 }
 
-export function portConflictMessage(port: number, holder: string): string {
-  return (
-    `containerPort ${port}/TCP is already in use on this host by ${holder}; pods share the host's network here, so this ` +
-    `container cannot bind it. Declare hostPort: ${port} to let the scheduler keep such replicas on different nodes`
-  )
+/**
+ * The PortInUse Warning: which port, held by whom, and advice that fits the
+ * pod: hostPort only when the container does not declare it already (then
+ * the scheduler already keeps such replicas apart on one node, and the
+ * holder is something else), and the pod network (why it is off, and how to
+ * turn it on), which gives every pod its own ports.
+ */
+export function portConflictMessage(port: number, holder: string, ports: readonly V1ContainerPort[] = [], hostNetworkReason?: string): string {
+  const declaresHostPort = ports.some((p) => p.containerPort === port && p.hostPort)
+  const base = `containerPort ${port}/TCP is already in use on this host by ${holder}; pods share the host's network here, so this container cannot bind it.`
+  const network = hostNetworkReason
+    ? ` The pod network (a network namespace and address per pod) is off on this node: ${hostNetworkReason}; with it on (kubectl vnode up --pod-network on, as root) replicas do not share ports.`
+    : ' With the pod network (kubectl vnode up --pod-network on, as root) every pod has ports of its own.'
+  const hostPort = declaresHostPort ? '' : ` Or declare hostPort: ${port} to let the scheduler keep such replicas on different nodes.`
+  return base + network + hostPort
 }

@@ -1,18 +1,25 @@
 import {type Dirent, lstatSync, readdirSync, readlinkSync, realpathSync, statSync} from 'node:fs'
 import {dirname, join, normalize, relative} from 'node:path'
-import {isWithin, type ContainerSandboxSpec} from './spec.js'
+import {isWithin} from '../../../common/paths.js'
+import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
+import type {ContainerSandboxSpec} from './spec.js'
 
 /**
  * The bubblewrap command line of a sandboxed container.
  *
  * bwrap starts from an empty tmpfs as the new root. Every top-level entry
  * of the host's root is bound back in, so the container sees the host's
- * filesystem; /proc and /dev are its own. A mount point that does
- * not exist on the host must never be created there (bwrap would mkdir it
- * through the bind): the host directory that would receive it is
- * "shadowed" instead, a tmpfs at its place with each of its entries bound
- * back, so the new mount point lives on that tmpfs. vnode's state dir is
- * hidden last, then the pod's own binds are applied, shallowest first.
+ * filesystem, never writable: a directory the instance's writable layer
+ * covers (root-layer.ts) is bound from its overlay, with the host's mounts
+ * below it bound back read-only, every other entry read-only; /proc and
+ * /dev are its own. A mount point that does not exist
+ * on the host is made in the overlay when a layer covers it; elsewhere it
+ * must never be created on the host (bwrap would mkdir it through the
+ * bind, or fail on a read-only one): the host directory that would receive
+ * it is "shadowed" instead, a tmpfs at its place with each of its entries
+ * bound back read-only, so the new mount point lives on that tmpfs. Hidden
+ * paths (sandbox/hidden-paths.ts) come next: an empty tmpfs on a directory,
+ * an empty file on a file. Then the pod's own binds, shallowest first.
  *
  * Namespaces: mount (always), PID (the program is PID 1, `--as-pid-1`, with
  * the kernel's PID-1 signal semantics; or the PID namespace of another
@@ -39,27 +46,38 @@ export interface BwrapOptions {
 export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): string[] {
   const hidden = spec.hide.filter((h) => !underPrivate(h) && exists(h))
   const targets = spec.binds.map((b) => ({...b, target: viewPath(b.target, hidden)}))
+  const overlaid = new Map((spec.rootLayer?.overlays ?? []).map((o) => [o.path, o.merged]))
   const shadows = shadowDirs(
     targets.map((t) => t.target),
     hidden,
+    [...overlaid.keys()],
+    spec.rootLayer?.subMounts,
   )
-  const args: string[] = [...rootEntries('/', new Set(['proc', 'dev', 'sys']))]
-  args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/dev/shm')
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(s, new Set()))
-  for (const h of hidden) args.push('--tmpfs', h)
+  const args: string[] = [...rootEntries('/', new Set(['proc', 'dev', 'sys']), overlaid)]
+  // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
+  for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
+  args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(s, new Set(), new Map()))
+  for (const h of hidden) {
+    if (isDirectory(h)) args.push('--tmpfs', h)
+    else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
+  }
   for (const t of [...targets].sort((a, b) => depth(a.target) - depth(b.target))) {
     args.push(t.readOnly ? '--ro-bind' : '--bind', t.source, t.target)
   }
-  if (spec.pidNamespaceOf) args.push('--pidns', String(PidNamespaceFd))
-  else if (spec.init) args.push('--unshare-pid')
-  else args.push('--unshare-pid', '--as-pid-1')
-  args.push('--unshare-uts', '--hostname', spec.hostname, '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
+  // No writable layer (readOnlyRootFilesystem, or none can be built): the view's own tmpfs root and
+  // shadows become read-only too, once every mount point on them is made, so a write fails with EROFS.
+  if (!spec.rootLayer) for (const d of ['/', ...shadows]) args.push('--remount-ro', d)
+  args.push(...namespaceArgs(spec, PidNamespaceFd), '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
   if (opts.block) args.push('--block-fd', String(BlockFd))
   return args
 }
 
-/** Binds (or symlinks) every entry of a host directory back at the same path. */
-function rootEntries(dir: string, skip: Set<string>): string[] {
+/** What a hidden file is replaced by when the spec names no empty file of its own. */
+export const DefaultEmptyFile = '/dev/null'
+
+/** Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged directory. */
+function rootEntries(dir: string, skip: Set<string>, overlaid: Map<string, string>): string[] {
   let entries: Dirent[]
   try {
     entries = readdirSync(dir, {withFileTypes: true})
@@ -70,9 +88,11 @@ function rootEntries(dir: string, skip: Set<string>): string[] {
   for (const e of entries) {
     if (skip.has(e.name)) continue
     const p = join(dir, e.name)
+    const merged = overlaid.get(p)
     if (e.isSymbolicLink()) out.push('--symlink', readlinkSync(p), p)
-    else if (e.isDirectory() || e.isFile()) out.push('--bind', p, p)
-    else out.push('--dev-bind-try', p, p)
+    else if (merged) out.push('--bind', merged, p)
+    else if (e.isDirectory() || e.isFile()) out.push('--ro-bind', p, p)
+    else out.push('--ro-bind-try', p, p)
   }
   return out
 }
@@ -113,16 +133,19 @@ export function viewPath(target: string, hidden: string[]): string {
 /**
  * The host directories to shadow: for each target missing on the host, the
  * deepest existing directory above it, unless that is already a tmpfs of
- * the view (the root, /dev, a hidden or shadowed directory) or inside
- * another target (a volume: its mount point is made there, as a runtime does).
+ * the view (the root, /dev, a hidden or shadowed directory), in a writable
+ * layer's overlay, or inside another target (a volume: its mount point is
+ * made there, as a runtime does).
  */
-export function shadowDirs(targets: string[], hidden: string[]): string[] {
+export function shadowDirs(targets: string[], hidden: string[], overlaid: string[] = [], subMounts: string[] = []): string[] {
   const out = new Set<string>()
   for (const t of targets) {
     if (lexists(t) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
     let parent = dirname(t)
     while (parent !== '/' && !lexists(parent)) parent = dirname(parent)
-    if (parent === '/' || targets.some((o) => o !== t && isWithin(o, parent))) continue
+    // In an overlay a mount point is made in the layer; a host mount bound back below it is read-only, as the rest of the host.
+    const inLayer = overlaid.some((o) => isWithin(o, parent)) && !subMounts.some((m) => isWithin(m, parent))
+    if (parent === '/' || inLayer || targets.some((o) => o !== t && isWithin(o, parent))) continue
     out.add(parent)
   }
   return [...out].sort((a, b) => depth(a) - depth(b))
@@ -140,6 +163,14 @@ function lexists(p: string): boolean {
   try {
     lstatSync(p)
     return true
+  } catch {
+    return false
+  }
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory()
   } catch {
     return false
   }

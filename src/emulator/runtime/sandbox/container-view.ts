@@ -1,6 +1,10 @@
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
-import {mountSource, type MaterialisedVolume} from '../volumes.js'
-import type {ContainerSandboxSpec, SandboxBind} from './spec.js'
+import {mountSource, type MaterialisedVolume} from '../volumes/volumes.js'
+import {prepareRootLayer, RootLayerError} from './root-layer.js'
+
+/** What a container instance's layer holds of its writes (eviction counts it). */
+export {layerWrittenDirs} from './root-layer.js'
+import type {ContainerSandboxSpec, SandboxBind, SandboxWalls} from './spec.js'
 
 /** The per-pod files every container of the pod sees (pod-files.ts writes them). */
 export interface PodFilePaths {
@@ -21,6 +25,10 @@ export interface ContainerViewInput {
   hostname: string
   /** vnode's state dir: hidden, so no pod sees another's volumes or any log. */
   stateDir: string
+  /** The node's walls: the writable layer's mode, the hidden paths. */
+  walls?: SandboxWalls
+  /** Where this instance's writable layer is made (the previous instance's is discarded). */
+  layerDir: string
 }
 
 export type ContainerViewResult = {ok: true; spec: ContainerSandboxSpec} | {ok: false; message: string}
@@ -46,5 +54,15 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
     if (!src.ok) return src
     binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name) || input.volumes.get(m.name)?.readOnly === true})
   }
-  return {ok: true, spec: {hostname: input.hostname, binds, hide: [input.stateDir]}}
+  const hide = [input.stateDir, ...(input.walls?.hide ?? []).filter((h) => h !== input.stateDir)]
+  const spec: ContainerSandboxSpec = {hostname: input.hostname, binds, hide, ...(input.walls?.emptyFile ? {emptyFile: input.walls.emptyFile} : {})}
+  // readOnlyRootFilesystem: no layer, so a write outside the volumes fails with EROFS.
+  if (input.container.securityContext?.readOnlyRootFilesystem === true || !input.walls?.layer) return {ok: true, spec}
+  try {
+    spec.rootLayer = prepareRootLayer(input.layerDir, input.walls.layer)
+  } catch (error) {
+    if (error instanceof RootLayerError) return {ok: false, message: `the container's writable layer cannot be made: ${error.message}`}
+    throw error
+  }
+  return {ok: true, spec}
 }

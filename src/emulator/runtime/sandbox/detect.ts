@@ -1,5 +1,8 @@
 import {execFile} from 'node:child_process'
+import {spawn} from 'node:child_process'
+import {join} from 'node:path'
 import {BwrapProgram} from './bwrap.js'
+import {layerPrefix, prepareRootLayer, removeRootLayer, type LayerMode} from './root-layer.js'
 import type {SandboxMode, SandboxRequest} from './spec.js'
 
 /**
@@ -42,4 +45,43 @@ function trialRun(timeoutMs: number): Promise<string | undefined> {
       resolve(`${BwrapProgram} failed: ${String(stderr).trim() || error.message}`)
     })
   })
+}
+
+export interface RootLayerSupport {
+  /** How a container's writable layer is built; undefined: it cannot be, and the host's files are read-only in every container. */
+  mode?: LayerMode
+  /** What the node says of it: the mechanism, or why there is none. */
+  how: string
+}
+
+/**
+ * Whether (and how) a container's writable layer can be built here: a
+ * real trial of the same overlays a container gets (root-layer.ts), in a
+ * probe directory of the state dir, removed after. As root, a mount
+ * namespace of its own; otherwise a user namespace, where the kernel
+ * allows overlayfs (Linux 5.11 and later). Without one, containers still
+ * run, on a read-only view of the host (writes outside volumes fail with
+ * EROFS), and the node says so.
+ */
+export async function detectRootLayer(sandbox: SandboxMode, stateDir: string, timeoutMs = DefaultDetectTimeoutMs): Promise<RootLayerSupport> {
+  if (sandbox !== 'namespaces') return {how: 'no writable layer: no sandbox'}
+  const mode: LayerMode = process.getuid?.() === 0 ? 'root' : 'user-namespace'
+  const dir = join(stateDir, 'layer-probe')
+  try {
+    const layer = prepareRootLayer(dir, mode)
+    const [file, ...args] = [...layerPrefix(layer), 'true']
+    const refused = await new Promise<string | undefined>((resolve) => {
+      const child = spawn(file!, args, {stdio: ['ignore', 'ignore', 'pipe'], timeout: timeoutMs})
+      let stderr = ''
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')))
+      child.once('error', (e) => resolve(e.message))
+      child.once('close', (code, signal) => resolve(code === 0 ? undefined : stderr.trim() || `exit ${code ?? signal}`))
+    })
+    if (refused) return {how: `no writable layer (the host's files are read-only in every container): overlayfs ${mode === 'root' ? 'refused' : 'refused in a user namespace'}: ${refused}`}
+    return {mode, how: `a writable layer per container: kernel overlayfs ${mode === 'root' ? 'over the root filesystem' : 'over each top-level directory, in a user namespace'}`}
+  } catch (error) {
+    return {how: `no writable layer (the host's files are read-only in every container): ${(error as Error).message}`}
+  } finally {
+    removeRootLayer(dir)
+  }
 }

@@ -1,5 +1,6 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {readFileSync} from 'node:fs'
+import {hostname} from 'node:os'
 
 /**
  * The per-pod files the kubelet writes for every container: /etc/hosts
@@ -33,8 +34,9 @@ export function podNames(pod: V1Pod, clusterDomain = DefaultClusterDomain): PodN
   return sub ? {hostname, domain: `${sub}.${pod.metadata?.namespace}.svc.${clusterDomain}`} : {hostname}
 }
 
-/** The container's hostname: the FQDN with setHostnameAsFQDN, else the short name. */
+/** The container's hostname: the host's on the host network (its UTS namespace is the host's), else the FQDN with setHostnameAsFQDN, else the short name. */
 export function containerHostname(pod: V1Pod, clusterDomain = DefaultClusterDomain): string {
+  if (pod.spec?.hostNetwork) return hostname()
   const n = podNames(pod, clusterDomain)
   return pod.spec?.setHostnameAsFQDN && n.domain ? `${n.hostname}.${n.domain}` : n.hostname
 }
@@ -82,11 +84,6 @@ export function parseResolvConf(text: string): ResolvConf {
     else if (key === 'options') out.options.push(...fields)
   }
   return out
-}
-
-/** Whether the pod asks for cluster DNS that this node does not have (the kubelet's MissingClusterDNS). */
-export function missesClusterDNS(pod: V1Pod, dns: PodDNS): boolean {
-  return dns.clusterDNS.length === 0 && isClusterFirst(pod)
 }
 
 function isClusterFirst(pod: V1Pod): boolean {

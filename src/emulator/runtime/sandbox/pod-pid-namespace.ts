@@ -1,5 +1,5 @@
 import type {ChildProcess} from 'node:child_process'
-import {readStat} from '../proc.js'
+import {readStat} from '../process/proc.js'
 import {spawnSandboxed} from './spawn.js'
 
 /**

@@ -2,12 +2,14 @@ import {spawn, type ChildProcess} from 'node:child_process'
 import {closeSync, openSync, statSync} from 'node:fs'
 import {isAbsolute} from 'node:path'
 import type {Readable, Writable} from 'node:stream'
-import {ExecStartError, resolveExecutable} from '../container-exec.js'
+import {ExecStartError, resolveExecutable} from '../process/executable.js'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
+import {identityArgv} from './security-context.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
-import {relativeCommandNotFound} from '../command-errors.js'
-import {hostProgram} from '../host-programs.js'
-import {ControllingTerminalPrefix} from '../container-tty.js'
+import {layerPrefix} from './root-layer.js'
+import {relativeCommandNotFound} from '../process/command-errors.js'
+import {hostProgram} from '../process/host-programs.js'
+import {ControllingTerminalPrefix} from '../container/tty.js'
 
 /** How long bwrap may take to report its sandboxed PID 1. */
 export const DefaultSandboxStartTimeoutMs = 10_000
@@ -54,6 +56,7 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
       ...bwrapArgs(s.sandbox, {cwd: s.cwd, block: true}),
       '--',
       ...withoutBwrapPwd(s.env),
+      ...(s.sandbox.security?.applyIdentity ? identityArgv(s.sandbox.security.context) : []),
       ...(s.tty ? [hostProgram(ControllingTerminalPrefix[0]), ...ControllingTerminalPrefix.slice(1)] : []),
       ...s.argv,
     ]
@@ -61,7 +64,9 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
     if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
     throw error
   }
-  const command = s.sandbox.netns ? [NsenterProgram, `--net=${s.sandbox.netns}`, '--', BwrapProgram, ...args] : [BwrapProgram, ...args]
+  // The writable layer's overlays are mounted in a mount namespace of the instance's own, just before bwrap (root-layer.ts).
+  const sandbox = [...(s.sandbox.rootLayer ? layerPrefix(s.sandbox.rootLayer) : []), hostProgram(BwrapProgram), ...args]
+  const command = s.sandbox.netns ? [NsenterProgram, `--net=${s.sandbox.netns}`, '--', ...sandbox] : sandbox
   const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
   let monitor: ChildProcess
   try {
@@ -151,7 +156,26 @@ function checkProgram(sandbox: ContainerSandboxSpec, file: string, env: Record<s
   }
 }
 
-/** The argv prefix that runs a program in a container's namespaces (exec, probes, hooks). */
-export function enterArgv(pid: number, cwd: string, network: boolean): string[] {
-  return [hostProgram(NsenterProgram), `--target=${pid}`, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wd=${cwd}`, '--']
+/**
+ * The step that puts an exec'd command in its container's cgroups before
+ * it runs: the shell writes its own pid to each cgroup.procs file given,
+ * up to `--`, then execs the rest (nsenter, whose children inherit the
+ * cgroups). A fixed script: the files and the command are "$@", never
+ * parsed by the shell.
+ */
+export const PlaceScript = 'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 126; shift; done; shift; exec "$@"'
+
+/**
+ * The argv prefix that runs a program in a container's namespaces (exec,
+ * probes, hooks): in its cgroups (the cgroup.procs files of its instance),
+ * then its mount, UTS, PID (and network) namespaces, its root, and its
+ * working directory in that root (`--wdns`: `--wd` would open the
+ * directory in the host's view, outside the container's root).
+ */
+export function enterArgv(pid: number, cwd: string, network: boolean, cgroupProcs: string[] = [], layerUserNamespaceOf?: number): string[] {
+  const place = cgroupProcs.length > 0 ? [hostProgram('sh'), '-c', PlaceScript, 'vnode-place', ...cgroupProcs, '--'] : []
+  // Unprivileged: the container's namespaces belong to bwrap's user namespace, a child of the layer's (held by
+  // bwrap's own process), where vnode's user has every capability; bwrap's nested second one is not joinable.
+  const user = layerUserNamespaceOf ? [`--user=/proc/${layerUserNamespaceOf}/ns/user`, '--preserve-credentials'] : []
+  return [...place, hostProgram(NsenterProgram), `--target=${pid}`, ...user, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wdns=${cwd}`, '--']
 }

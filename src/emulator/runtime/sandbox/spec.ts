@@ -1,4 +1,7 @@
-import {isAbsolute, join, normalize, relative, sep} from 'node:path'
+import {join, normalize, relative} from 'node:path'
+import {isWithin} from '../../../common/paths.js'
+import type {LayerMode, RootLayer} from './root-layer.js'
+import type {ContainerSecurity} from '../container/security-context.js'
 
 /**
  * What a sandboxed container runs inside (namespaces mode). The host's root
@@ -6,21 +9,29 @@ import {isAbsolute, join, normalize, relative, sep} from 'node:path'
  * toolchains are the user's own. On top of it the container gets what a
  * container runtime gives it: volumes at their mountPaths, the pod's
  * /etc/hosts, /etc/resolv.conf and /etc/hostname, a termination message
- * file, its own /dev and /proc, its own PID and UTS namespaces. /tmp is the
- * host's, as the rest of its filesystem: the user's programs meet there.
+ * file, its own /dev and /proc, its own PID and UTS namespaces. The host's
+ * files are read-only: what the container writes outside its volumes goes
+ * to its instance's writable layer (root-layer.ts), or nowhere with
+ * readOnlyRootFilesystem (EROFS).
  */
 export interface ContainerSandboxSpec {
   hostname: string
   /** Bind mounts, in the container's view; a later target may sit inside an earlier one. */
   binds: SandboxBind[]
-  /** Host directories masked by an empty tmpfs (vnode's state dir: other pods' volumes and logs). */
+  /** Host paths masked: a directory by an empty tmpfs, a file by an empty file (hidden-paths.ts: state dirs, credentials). */
   hide: string[]
+  /** The empty file a hidden file is replaced by. */
+  emptyFile?: string
+  /** The instance's writable layer; without one the host's files are all read-only. */
+  rootLayer?: RootLayer
   /** Join the PID namespace of this host process instead of a new one (shareProcessNamespace). */
   pidNamespaceOf?: number
   /** A network namespace to run in (its bind-mounted path); the host's network when unset. */
   netns?: string
   /** bwrap's own reaper is PID 1 and the program its child (a pod's shared PID namespace holder). */
   init?: boolean
+  /** securityContext and host namespaces (security-context.ts); unset: the pod's own namespaces, vnode's identity. */
+  security?: SandboxSecurity
 }
 
 export interface SandboxBind {
@@ -31,13 +42,21 @@ export interface SandboxBind {
   readOnly: boolean
 }
 
+/** What a node's sandbox walls off, the same for every container: set at `up`. */
+export interface SandboxWalls {
+  /** How a container's writable layer is built (detect.ts); unset: none can be, the host's files are read-only. */
+  layer?: LayerMode
+  /** Host paths hidden from every container (hidden-paths.ts), beside the node's own state dir. */
+  hide: string[]
+  /** The empty file a hidden file is replaced by. */
+  emptyFile?: string
+}
+
 /** The sandbox modes a node can run in: `none` is a bare host process. */
 export type SandboxMode = 'namespaces' | 'none'
 export type SandboxRequest = SandboxMode | 'auto'
-export const SandboxModes: readonly SandboxRequest[] = ['auto', 'namespaces', 'none']
 
-/** The node label saying which mode its pods run in. */
-export const SandboxLabel = 'vnode.dev/sandbox'
+export {SandboxLabel} from '../../../common/labels.js'
 
 /** Directories a container always gets fresh, never the host's. */
 export const PrivateDirs = ['/proc', '/dev'] as const
@@ -58,8 +77,12 @@ export function hostPathOf(spec: ContainerSandboxSpec, path: string): string | u
   return p
 }
 
-/** `child` is `parent` or below it. */
-export function isWithin(parent: string, child: string): boolean {
-  const rel = relative(parent, child)
-  return rel === '' || (!rel.startsWith('..' + sep) && rel !== '..' && !isAbsolute(rel))
+/** What the kubelet decides of a pod's namespaces and a container's identity. */
+export interface SandboxSecurity {
+  context: ContainerSecurity
+  /** setpriv applies the user, groups and capabilities (root only: unprivileged, bwrap's user namespace has vnode's user and no capabilities). */
+  applyIdentity: boolean
+  hostPID?: boolean
+  hostIPC?: boolean
+  hostNetwork?: boolean
 }

@@ -1,0 +1,104 @@
+import type {V1Pod} from '@kubernetes/client-node'
+import type {Clock} from '../../../common/clock.js'
+import {DefaultTerminationGracePeriodSeconds} from '../../provider/pod-defaults.js'
+import type {PodEnd} from '../container/host.js'
+import type {ContainerState} from '../container/state.js'
+import type {PodSandbox} from '../sandbox/pod-sandbox.js'
+
+/** The pod's grace period in ms: a delete's, else the spec's, else the default. */
+export function podGracePeriodMs(pod: V1Pod): number {
+  const g = pod.metadata?.deletionGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
+  return Math.max(0, Number(g)) * 1000
+}
+
+/** What terminating a pod acts on (pod/pod-runtime.ts). */
+export interface TerminationHost {
+  readonly containers: readonly ContainerState[]
+  readonly sandbox: PodSandbox
+  readonly clock: Clock
+  podGraceMs(): number
+  stop(c: ContainerState, message: string, graceMs: number): Promise<void>
+  /** The sync pass under way, if any. */
+  syncing(): Promise<void> | undefined
+  /** No more wake-ups of the sync loop. */
+  clearWake(): void
+  writeRecord(): void
+  publish(): void
+}
+
+/**
+ * The end of a pod: finished (nothing will start again) by itself, or
+ * terminated (deleted, past its deadline, evicted) within a grace period
+ * whose deadline only moves closer.
+ */
+export class PodTermination implements PodEnd {
+  /** Nothing will start again. */
+  finished = false
+  /** When every container must be gone (epoch ms; Infinity until the pod terminates). */
+  deadline = Infinity
+  private terminating: Promise<void> | undefined
+  private readonly abort = new AbortController()
+
+  constructor(private readonly host: TerminationHost) {}
+
+  get isTerminating(): boolean {
+    return this.terminating !== undefined
+  }
+
+  /** Aborted once the pod terminates (a running postStart hook ends). */
+  get signal(): AbortSignal {
+    return this.abort.signal
+  }
+
+  /** The termination under way, if any. */
+  get done(): Promise<void> | undefined {
+    return this.terminating
+  }
+
+  /** Nothing more will start: stop the ephemeral containers, then the sidecars (reverse order), and settle. */
+  async finish(): Promise<void> {
+    const host = this.host
+    this.finished = true
+    host.clearWake()
+    await Promise.all(host.containers.filter((c) => c.kind === 'ephemeral').map((c) => host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())))
+    for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())
+    host.publish()
+  }
+
+  /**
+   * Terminates the pod: regular (and running init) containers in parallel,
+   * then sidecars in reverse order, all within gracePeriodSeconds; then the
+   * sandbox is released. Called again with a shorter grace, the deadline
+   * moves closer.
+   */
+  terminate(gracePeriodSeconds: number): Promise<void> {
+    const host = this.host
+    const deadline = host.clock.now() + Math.max(0, gracePeriodSeconds) * 1000
+    this.deadline = Math.min(this.deadline, deadline)
+    for (const c of host.containers) if (c.stopping) c.stopDeadline.moveTo(this.deadline)
+    if (this.terminating) return this.terminating
+    this.finished = true
+    host.clearWake()
+    this.abort.abort()
+    for (const c of host.containers) c.stopProbes({keepReadiness: true})
+    // The kubelet's container deletor removed the older dead instances of a container when it saw its newest die.
+    const endedBefore = new Set(host.containers.filter((c) => !c.running))
+    this.terminating = (async () => {
+      await host.syncing()
+      const graceLeft = () => Math.max(0, this.deadline - host.clock.now())
+      await Promise.all(host.containers.filter((c) => c.kind !== 'sidecar').map((c) => host.stop(c, `Stopping container ${c.name}`, graceLeft())))
+      for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, graceLeft())
+      await Promise.all(host.containers.map((c) => c.stopping))
+      // The pod core's TerminatePod decides which of the containers that never ran count as lost.
+      for (const c of host.containers) c.podTerminated({endedBefore: endedBefore.has(c)})
+      await host.sandbox.release()
+      host.writeRecord()
+      host.publish()
+    })()
+    return this.terminating
+  }
+
+  private sidecarsReversed(): ContainerState[] {
+    return this.host.containers.filter((c) => c.kind === 'sidecar').reverse()
+  }
+}

@@ -1,0 +1,25 @@
+import {isAbsolute} from 'node:path'
+
+/** A container process that could not be started: the runtime's StartError. */
+export class StartError extends Error {}
+
+/**
+ * A relative command (`./run.sh`) is not looked up in $PATH but in the
+ * container's working directory (execvp's rule): the error says which
+ * directory that was, and what sets it. Both runtimes (bare process, sandbox) use it.
+ */
+export function relativeCommandNotFound(file: string, cwd: string): string {
+  return `exec: "${file}": no such file or directory: a relative command is looked up in the container's working directory "${cwd}" (set workingDir to choose it)`
+}
+
+/** runc's words for an exec that failed: not found in $PATH, permission denied, or a relative command not in the working directory. */
+export function startErrorMessage(file: string, e: NodeJS.ErrnoException | undefined, cwd: string): string {
+  const prefix = 'failed to start container process: exec'
+  // A relative path is not looked up in $PATH but in the working directory: say which one, and what sets it.
+  if (e?.code === 'ENOENT' && file.includes('/') && !isAbsolute(file)) {
+    return `failed to start container process: ${relativeCommandNotFound(file, cwd)}`
+  }
+  if (e?.code === 'ENOENT') return `${prefix}: "${file}": executable file not found in $PATH`
+  if (e?.code === 'EACCES') return `${prefix}: "${file}": permission denied`
+  return `${prefix}: "${file}": ${e?.message ?? 'unknown error'}`
+}

@@ -1,0 +1,65 @@
+import type {LogRotation} from '../logs/writer.js'
+import type {ContainerSandboxSpec} from '../sandbox/spec.js'
+import type {OutputPipes} from './instance-io.js'
+
+export interface SpawnSpec {
+  argv: string[]
+  env: Record<string, string>
+  cwd: string
+  logPath: string
+  /** Path prefix of the instance's output pipes (outputPipes). */
+  pipes: string
+  rotation?: LogRotation
+  /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
+  stdin?: boolean
+  /** Run on a pseudo-terminal (the container's `tty: true`): container-tty.ts. */
+  tty?: boolean
+  /** Run in a pod sandbox (namespaces mode); a bare host process when unset. cwd is then in the container's view. */
+  sandbox?: ContainerSandboxSpec
+  /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
+  beforeExec?: (pid: number) => Promise<void>
+}
+
+export type OutputStream = 'stdout' | 'stderr'
+/** Sees the container's output as it is written, besides the log (attach). */
+export type OutputListener = (stream: OutputStream, chunk: Buffer) => void
+
+/** A process found alive after a vnode restart (adopt.ts): same pid and /proc start time. */
+export interface AdoptSpec {
+  pid: number
+  startTicks: number
+  startedAt: Date
+  env: Record<string, string>
+  cwd: string
+  logPath: string
+  pipes: OutputPipes
+  rotation?: LogRotation
+  /** It runs in a sandbox: pid is its PID 1 (and the netns flag says whether it has a network namespace of its own). */
+  sandboxed?: SandboxedProcess
+  /** Its process group, when not the pid's own (a sandbox's bwrap). */
+  pgid?: number
+}
+
+/** How a sandboxed instance runs: in a network namespace of its own; in the pod's shared PID namespace (not PID 1 there). */
+export interface SandboxedProcess {
+  netns: boolean
+  sharedPid?: boolean
+  /** Its writable layer's user namespace (unprivileged): held by bwrap's own process, the one exec joins first. */
+  layerUserNamespace?: boolean
+  /** The setpriv argv of the container's identity (sandbox/security-context.ts): exec, probes and hooks run as the container does. */
+  identity?: string[]
+}
+
+export interface ExitInfo {
+  exitCode: number
+  signal?: NodeJS.Signals
+  finishedAt: Date
+  /** The process was not vnode's child (adopted): its exit status cannot be read. */
+  unknown?: boolean
+}
+
+export interface RawExit {
+  code: number | null
+  signal: NodeJS.Signals | null
+  unknown?: boolean
+}

@@ -1,0 +1,59 @@
+import type {ChildProcess} from 'node:child_process'
+import {readlinkSync} from 'node:fs'
+import {basename} from 'node:path'
+import {identityArgv} from '../sandbox/security-context.js'
+import type {ContainerSandboxSpec} from '../sandbox/spec.js'
+import type {RawExit, SandboxedProcess} from './process-spec.js'
+import {readStat} from './proc.js'
+
+/**
+ * How long a sandbox may take to set up before vnode enters it anyway: far
+ * longer than a setup takes, since entering early is what fails (nsenter
+ * finds a root still being built: `failed to execute ...: No such file or
+ * directory`), and a burst of starts on a loaded host serialises every
+ * bwrap's dozens of mounts on the kernel's namespace lock for seconds.
+ */
+export const DefaultSandboxSetupWaitMs = 60_000
+/** How often it looks: soon at first (a setup takes milliseconds), less often once it takes longer. */
+export const DefaultSandboxSetupPollMs = 5
+export const MaxSandboxSetupPollMs = 100
+
+/** The exit of a sandbox's bwrap monitor, which passes its PID 1's status on (also when it has exited already). */
+export function monitorExit(monitor: ChildProcess): Promise<RawExit> {
+  return new Promise<RawExit>((resolve) => {
+    if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
+    else monitor.once('exit', (code, signal) => resolve({code, signal}))
+  })
+}
+
+/** What an instance keeps of its sandbox's spec: whether it has a network namespace, and a PID namespace shared with the pod. */
+export function sandboxedProcess(sandbox: ContainerSandboxSpec): SandboxedProcess {
+  const identity = sandbox.security?.applyIdentity ? identityArgv(sandbox.security.context) : undefined
+  return {
+    netns: !!sandbox.netns,
+    ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {}),
+    ...(sandbox.rootLayer?.mode === 'user-namespace' ? {layerUserNamespace: true} : {}),
+    ...(identity ? {identity} : {}),
+  }
+}
+
+/**
+ * Until the process no longer runs bwrap itself (it exec'd the container's
+ * program), or is gone. A /proc entry that cannot be read while the process
+ * lives (bwrap in a user namespace of its own may refuse it for a moment) is
+ * not an end: only a process that is gone or a zombie is.
+ */
+export async function waitForProgram(pid: number, waitMs = DefaultSandboxSetupWaitMs): Promise<void> {
+  const deadline = Date.now() + waitMs
+  let pollMs = DefaultSandboxSetupPollMs
+  while (Date.now() < deadline) {
+    try {
+      if (basename(readlinkSync(`/proc/${pid}/exe`)) !== 'bwrap') return
+    } catch {
+      const s = readStat(pid)
+      if (!s || s.state === 'Z' || s.state === 'X') return
+    }
+    await new Promise((r) => setTimeout(r, pollMs))
+    pollMs = Math.min(MaxSandboxSetupPollMs, pollMs * 2)
+  }
+}

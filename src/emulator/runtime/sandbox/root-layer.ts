@@ -1,0 +1,273 @@
+import {randomBytes} from 'node:crypto'
+import {chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {rm} from 'node:fs/promises'
+import {basename, dirname, join} from 'node:path'
+import {hostProgram} from '../process/host-programs.js'
+import {isWithin} from '../../../common/paths.js'
+
+/**
+ * A container instance's writable layer over the host's root filesystem:
+ * kernel overlays (lower: the host's, read-only; upper and work: the
+ * instance's, in the pod's state dir; see prepareRootLayer for which),
+ * mounted in a mount namespace of the instance's own just before
+ * bwrap starts, which binds each at its place. Nothing is mounted in the
+ * host's namespace: the overlays go when the instance's last process does,
+ * and its upper directory is removed when the next instance starts.
+ *
+ * Inside a user namespace (the unprivileged mode) the kernel refuses `/`
+ * as a lower layer (/proc, /sys, /dev are locked mounts below it): there,
+ * one overlay per top-level directory that has no host mount below it
+ * (the kernel refuses some there); one that has is bound read-only. As
+ * root, an overlay shows its lower filesystem only, not what is mounted
+ * below it: those mounts (another disk under /mnt, a tmpfs under /tmp) are
+ * bound back read-only at their places on top of the overlay
+ * (`subMounts`), so the directory stays writable and what is mounted in it
+ * is seen as on the host, never written. All overlays of an instance are mounted by one `mount -a` over
+ * an fstab of the instance's own.
+ */
+
+/** Top-level directories never overlaid: the sandbox makes its own. */
+export const OwnTopLevel = new Set(['proc', 'dev', 'sys'])
+
+export const MountProgram = 'mount'
+export const UnshareProgram = 'unshare'
+export const SetprivProgram = 'setpriv'
+export const ShellProgram = 'sh'
+
+/**
+ * The step between the instance's new mount namespace and bwrap: mount the
+ * fstab, then exec the rest of the argv. A fixed script: the fstab path is
+ * its first argument and the command is taken as "$@", never parsed by the
+ * shell, so no container data reaches the shell's own parser.
+ */
+export const LayerScript = 'mount -a -T "$1" || exit 125; shift; exec "$@"'
+
+/** How the layer's mount namespace is made: as root, or in a user namespace mapping vnode's uid and gid (unprivileged). */
+export type LayerMode = 'root' | 'user-namespace'
+
+export interface RootLayer {
+  /** The instance's layer directory (upper/, work/, merged/, fstab). */
+  dir: string
+  /** Overlaid top-level directories: the host path and its merged directory to bind in its place. */
+  overlays: {path: string; merged: string}[]
+  /** The host's mount points below overlaid directories (the topmost ones): bound back read-only over the overlays. */
+  subMounts: string[]
+  fstab: string
+  mode: LayerMode
+}
+
+export class RootLayerError extends Error {}
+
+/** The top-level directories of the host's root an overlay covers, and the topmost mount points below them. */
+export function topLevelDirs(mountinfo = readMountPoints()): {overlay: string[]; subMounts: string[]} {
+  const overlay: string[] = []
+  let names: string[]
+  try {
+    names = readdirSync('/')
+  } catch {
+    return {overlay, subMounts: []}
+  }
+  for (const name of names.sort()) {
+    if (OwnTopLevel.has(name)) continue
+    const path = `/${name}`
+    let st
+    try {
+      st = lstatSync(path)
+    } catch {
+      continue
+    }
+    if (!st.isDirectory()) continue
+    overlay.push(path)
+  }
+  return {overlay, subMounts: topmostBelow(overlay, mountinfo)}
+}
+
+/** The mount points strictly below one of dirs and below no other such mount point (a bind of those is recursive). */
+export function topmostBelow(dirs: string[], mountPoints: string[]): string[] {
+  const below = [...new Set(mountPoints)].filter((m) => dirs.some((d) => m !== d && isWithin(d, m))).sort()
+  return below.filter((m) => !below.some((o) => o !== m && isWithin(o, m)))
+}
+
+/** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone). */
+export function readMountPoints(text?: string): string[] {
+  let info = text
+  if (info === undefined) {
+    try {
+      info = readFileSync('/proc/self/mountinfo', 'utf8')
+    } catch {
+      return []
+    }
+  }
+  return info
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
+    .filter((p) => p.startsWith('/'))
+}
+
+/** Characters an overlay option or an fstab field cannot carry unescaped. */
+const UnsafeInMountOptions = /[\s,:\\]/
+
+/**
+ * Makes a fresh layer for an instance at `dir` (whatever an earlier
+ * instance left there is removed first), and its fstab.
+ *
+ * As root, one overlay of `/` (upper/, work/, merged/) covers every
+ * top-level directory on the root filesystem, bound from merged/<name>: a
+ * directory's attributes come from the host's until the instance writes
+ * there, so nothing is copied per directory, and the kernel mounts one
+ * overlay instead of one per directory (each costs about half a
+ * millisecond at a start). A top-level directory that is a mount of its
+ * own is not in that overlay's lower layer: it gets an overlay of its own
+ * under mounts/<name>/. In a user namespace the kernel refuses `/` as a
+ * lower layer (the host's locked mounts are below it): an overlay per
+ * top-level directory, each upper's root with the host directory's mode
+ * (an overlay's root takes its upper's: /tmp stays 1777).
+ */
+export function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mountPoints = readMountPoints()): RootLayer {
+  if (UnsafeInMountOptions.test(dir)) throw new RootLayerError(`the state dir path ${dir} has a character an overlay mount option cannot carry (space, comma, colon or backslash)`)
+  retireRootLayer(dir)
+  mkdirSync(dir, {recursive: true, mode: 0o700})
+  const overlays: RootLayer['overlays'] = []
+  const lines: string[] = []
+  // In a user namespace the kernel refuses an overlay of a directory with some host mounts below it
+  // (seen with /mnt and /run): such a directory is bound read-only there, as the rest of the host.
+  const safe = (dirs ?? topLevelDirs(mountPoints).overlay).filter((path) => !UnsafeInMountOptions.test(path) && (mode === 'root' || topmostBelow([path], mountPoints).length === 0))
+  const subMounts = topmostBelow(safe, mountPoints)
+  const ownMount = new Set(mountPoints)
+  const onRoot = mode === 'root' ? safe.filter((path) => !ownMount.has(path)) : []
+  if (onRoot.length > 0) {
+    lines.push(overlayLine(dir, '/', mode))
+    for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1))})
+  }
+  for (const path of safe) {
+    if (onRoot.includes(path)) continue
+    const base = mode === 'root' ? join(dir, 'mounts', path.slice(1)) : undefined
+    lines.push(overlayLine(base ?? dir, path, mode, base === undefined ? path.slice(1) : undefined))
+    overlays.push({path, merged: base ? join(base, 'merged') : join(dir, 'merged', path.slice(1))})
+  }
+  const fstab = join(dir, 'fstab')
+  writeFileSync(fstab, lines.join('\n') + '\n', {mode: 0o600})
+  return {dir, overlays, subMounts, fstab, mode}
+}
+
+/**
+ * One overlay's upper, work and merged directories (under `base`, or
+ * `base/<kind>/<name>`), the upper's root with the lower's mode and owner,
+ * and its fstab line.
+ */
+function overlayLine(base: string, lower: string, mode: LayerMode, name?: string): string {
+  const [upper, work, merged] = ['upper', 'work', 'merged'].map((kind) => (name === undefined ? join(base, kind) : join(base, kind, name)))
+  for (const d of [upper!, work!, merged!]) mkdirSync(d, {recursive: true, mode: 0o700})
+  const st = statSync(lower)
+  if (mode === 'root') chownSync(upper!, st.uid, st.gid)
+  chmodSync(upper!, st.mode & 0o7777)
+  // userxattr: the overlay's own attributes in user.* where trusted.* needs the host's root.
+  return `overlay ${merged} overlay lowerdir=${lower},upperdir=${upper},workdir=${work}${mode === 'user-namespace' ? ',userxattr' : ''} 0 0`
+}
+
+/**
+ * The argv prefix that runs a command (bwrap) with the layer mounted: a new
+ * mount namespace, the fstab mounted in it, then the command. In a user
+ * namespace the mounts need capabilities there, which bwrap (not setuid)
+ * refuses to start with: setpriv clears them before it.
+ */
+export function layerPrefix(layer: RootLayer): string[] {
+  const script = [hostProgram(ShellProgram), '-c', LayerScript, 'vnode-layer', layer.fstab]
+  if (layer.mode === 'root') return [hostProgram(UnshareProgram), '--mount', '--propagation', 'private', '--', ...script]
+  const uid = String(process.getuid?.() ?? 0)
+  const gid = String(process.getgid?.() ?? 0)
+  return [
+    hostProgram(UnshareProgram),
+    '--user',
+    `--map-user=${uid}`,
+    `--map-group=${gid}`,
+    '--keep-caps',
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    ...script,
+    hostProgram(SetprivProgram),
+    '--inh-caps=-all',
+    '--ambient-caps=-all',
+    '--',
+  ]
+}
+
+/**
+ * Removes a layer. An overlay's work directory holds a `work/` of mode 000
+ * (the kernel's): opened up first, so a user without privileges can remove
+ * its own.
+ */
+export function removeRootLayer(dir: string): void {
+  openWorkDirs(dir)
+  rmSync(dir, {recursive: true, force: true})
+}
+
+function openWorkDirs(dir: string): void {
+  const works = [join(dir, 'work'), ...subdirs(join(dir, 'work')), ...subdirs(join(dir, 'mounts')).map((m) => join(m, 'work'))]
+  for (const w of works) {
+    try {
+      chmodSync(join(w, 'work'), 0o700)
+    } catch {
+      /* not there */
+    }
+  }
+}
+
+/** Layers of earlier instances being removed in the background, by their path. */
+const retiring = new Map<string, Promise<void>>()
+const RetiredMark = '.retired-'
+
+/**
+ * Moves an earlier instance's layer aside (one rename) and removes it in the
+ * background: what a container wrote may be gigabytes, and removing it on
+ * the next instance's start path, synchronously, would hold up the start and
+ * every other pod of the node. Layers retired by an earlier vnode process
+ * and never removed (it stopped first) go the same way.
+ */
+export function retireRootLayer(dir: string): void {
+  const parent = dirname(dir)
+  const name = basename(dir)
+  const leftovers = subdirs(parent).filter((d) => basename(d).startsWith(`${name}${RetiredMark}`) && !retiring.has(d))
+  const aside = `${dir}${RetiredMark}${randomBytes(4).toString('hex')}`
+  try {
+    renameSync(dir, aside)
+    leftovers.push(aside)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') removeRootLayer(dir)
+  }
+  for (const d of leftovers) {
+    const removal = (async () => {
+      openWorkDirs(d)
+      await rm(d, {recursive: true, force: true})
+    })()
+      .catch(() => undefined)
+      .finally(() => retiring.delete(d))
+    retiring.set(d, removal)
+  }
+}
+
+/** Settles once every layer retired so far is removed (before its pod's directory goes, and for tests). */
+export async function retiredLayersRemoved(): Promise<void> {
+  await Promise.all([...retiring.values()])
+}
+
+/** How many retired layers are still being removed (the node's stats: it must drain to 0). */
+export function retiringLayers(): number {
+  return retiring.size
+}
+
+/** What a layer's instance wrote: its upper directories (and the own overlays of top-level mounts, under mounts/). */
+export function layerWrittenDirs(dir: string): string[] {
+  return [join(dir, 'upper'), join(dir, 'mounts')]
+}
+
+function subdirs(dir: string): string[] {
+  try {
+    return readdirSync(dir).map((name) => join(dir, name))
+  } catch {
+    return []
+  }
+}
