@@ -1,122 +1,33 @@
-import type {V1Node, V1Pod, V1Taint} from '@kubernetes/client-node'
+import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
-import {homedir, hostname} from 'node:os'
-import {join} from 'node:path'
-import {freePort, portOr} from '../common/ports.js'
+import {hostname} from 'node:os'
 import {UserError} from '../errors.js'
+import {defaultStateDir, DefaultShutdownGraceSeconds, nodeSpecConfig, validateNodeName, type EmulatorEvents, type EmulatorOptions, type EmulatorSummary} from './emulator-config.js'
 import type {ServiceLister} from './kube/service-lister.js'
 import type {ObjectManager} from './kube/object-manager.js'
-import {makeClients, type KubeClients, type KubeOptions} from './kube/client.js'
+import {makeClients, type KubeClients} from './kube/client.js'
 import {describeApiError} from './kube/errors.js'
-import {EventRecorder, type RecordedEvent} from './kube/events.js'
+import {EventRecorder} from './kube/events.js'
 import {EventReason} from './kube/event-reasons.js'
-import {chooseNodeIP} from './node/addresses.js'
-import {goArch} from './node/host.js'
 import {LeaseController} from './node/lease-controller.js'
 import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
-import {DefaultMaxPods, DefaultTaint, NodeMarkerLabel, type NodeSpecConfig} from './node/node-status.js'
+import type {NodeSpecConfig} from './node/node-status.js'
 import type {AdmissionNode} from './pods/admission.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
-import type {ContainerLogs} from './provider/logs.js'
-import {CriContainerLogs} from './runtime/container-logs.js'
-import {parseQuantity} from './quantity.js'
-import {VnodeVersion, TargetKubernetesVersion} from './version.js'
-import type {AuthorizationMode} from './server/auth.js'
+import {hasContainerLogs, NoContainerLogs, type ContainerLogs} from './provider/logs.js'
 import {loadClientCa} from './server/client-ca.js'
 import {apiReviewer} from './server/review-api.js'
 import {isContainerStreaming} from './provider/streaming.js'
 import {KubeletServer} from './server/server.js'
 import type {PodUsage} from './provider/usage.js'
+import type {SandboxPoolFigures} from './provider/pool.js'
 import {defaultRunningCheck, type KubeletSources} from './server/sources.js'
 import {isDnsSubdomain} from './server/validate.js'
 
-export const DefaultKubeletPort = 10250
-
-export interface EmulatorOptions extends KubeOptions {
-  name: string
-  labels?: Record<string, string>
-  taints?: V1Taint[]
-  defaultTaint?: boolean
-  cpu?: string
-  memory?: string
-  pods?: number
-  nodeIP?: string
-  port?: number
-  stateDir?: string
-  reregister?: boolean
-  leaseRenewIntervalMs?: number
-  statusCheckIntervalMs?: number
-  /** What runs the pods; without one the node registers but runs no pods. */
-  provider?: ProviderFactory
-  /** On stop, each pod gets min(its grace, this) seconds to terminate. */
-  shutdownGraceSeconds?: number
-  /** Static pod manifests (the kubelet's staticPodPath): every file is a Pod run by this node, with a mirror pod in the API. */
-  manifestsDir?: string
-  /** Pod timing overrides (tests). */
-  podResyncIntervalMs?: number
-  podStatusCoalesceMs?: number
-  /** Kubelet API: let unauthenticated requests through as system:anonymous (default false). */
-  anonymousAuth?: boolean
-  /** Kubelet API: Webhook (SubjectAccessReview, the default) or AlwaysAllow. */
-  authorizationMode?: AuthorizationMode
-  /** Kubelet API: CA for client certificates (default: the kubeconfig's cluster CA). */
-  clientCaFile?: string
-  /** What the kubelet API serves; until the pod core provides them, the node has no pods. */
-  kubelet?: Partial<KubeletSources>
-}
-
-/** How long stop() lets pods terminate at most (each within its own grace). */
-export const DefaultShutdownGraceSeconds = 30
-
-export type StartupStep = 'connect' | 'register' | 'ready'
-
-export interface EmulatorEvents {
-  step: [step: StartupStep, detail: string]
-  node: [snapshot: NodeSnapshot]
-  lease: [renewedAt: Date]
-  event: [event: RecordedEvent]
-  error: [message: string]
-  stopping: [detail: string]
-  /** The last thing stop() says: the run's cost from start to the stop request. */
-  stopped: [summary: EmulatorSummary]
-  /** The summary so far, on request (SIGUSR2 in `up`). */
-  stats: [summary: EmulatorSummary]
-  /** A pod of this node changed: spec plus the status as last written (a deep copy). */
-  pod: [pod: V1Pod]
-  /** A pod is gone from the API (by UID). */
-  podRemoved: [uid: string]
-}
-
-/** What a run cost, reported when it stops (idle request rate is a goal: at most 7 per minute). */
-export interface EmulatorSummary {
-  uptimeSeconds: number
-  requests: number
-  requestsSinceReady: number
-  secondsSinceReady: number
-  byMethod: Record<string, number>
-  byResource: Record<string, number>
-  /** Watches open now (node and pods: 2 while running). */
-  openWatches: number
-  /** What is held per pod: status entries, pod workers, pods in the runtime. Zero once every pod is gone. */
-  podState: {status: number; workers: number; runtime: number}
-  /** Only in `stats`: resident and heap memory of the process. */
-  memory?: {rssBytes: number; heapUsedBytes: number}
-}
-
-export function defaultStateDir(name: string): string {
-  const base = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state')
-  return join(base, 'kubectl-vnode', 'nodes', name)
-}
-
-/** The Kubernetes node name rules: a DNS subdomain. */
-export function validateNodeName(name: string): void {
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name) || name.length > 253) {
-    throw new UserError(`invalid node name "${name}": must be a lowercase DNS subdomain (a-z, 0-9, '-', '.')`)
-  }
-}
+export * from './emulator-config.js'
 
 /**
  * One emulated node: wires the kube clients, node controller and lease
@@ -134,6 +45,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   private nodeIP = ''
   private logs: ContainerLogs | undefined
   private kubeletServer: KubeletServer | undefined
+  private relay: import('./relay/node-relay.js').NodeRelay | undefined
   /** Ends the loops (lease, status, watches). */
   private readonly abort = new AbortController()
   /** Ends a start that is still under way. */
@@ -193,22 +105,27 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     return this.nodeController?.snapshot()
   }
 
-  /** The pods of this node, each with the status as last written (deep copies). */
-  /** Per pod and container usage measured by the provider (empty when it measures none). */
   /**
-   * The node's container logs (virtual-kubelet's GetContainerLogs), one
-   * reader of the runtime's CRI log files for the kubelet API and the
-   * dashboard, choosing files from the pods as last known.
+   * The node's container logs for the kubelet API and the dashboard: the
+   * provider's (virtual-kubelet's GetContainerLogs), looked up per read as
+   * the provider starts after the server; none before it or without one.
    */
   get containerLogs(): ContainerLogs {
-    this.logs ??= new CriContainerLogs(this.stateDir, this.kubeletSources().pods)
+    this.logs ??= this.opts.kubelet?.logs ?? {getContainerLogs: (ref, previous) => (hasContainerLogs(this.provider) ? this.provider : NoContainerLogs).getContainerLogs(ref, previous)}
     return this.logs
   }
 
+  /** Per pod and container usage measured by the provider (empty when it measures none). */
   usage(): PodUsage[] {
     return this.provider?.usage?.() ?? []
   }
 
+  /** The provider's warm pool of pod sandboxes; undefined when it keeps none. */
+  pool(): SandboxPoolFigures | undefined {
+    return this.provider?.pool?.()
+  }
+
+  /** The pods of this node, each with the status as last written (deep copies). */
   pods(): V1Pod[] {
     return this.podController?.pods() ?? []
   }
@@ -216,53 +133,6 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
   /** Status PATCHes the pod status manager has sent (for tests and the request budget). */
   get podStatusWrites(): number {
     return this.podController?.status.writes ?? 0
-  }
-
-  private async nodeConfig(): Promise<NodeSpecConfig> {
-    const o = this.opts
-    const parse = (flag: string, v: string) => {
-      try {
-        return parseQuantity(v)
-      } catch {
-        throw new UserError(`invalid ${flag} "${v}": expected a Kubernetes quantity such as 4, 500m, 8Gi`)
-      }
-    }
-    return {
-      name: o.name,
-      nodeIP: await chooseNodeIP(this.clients.server, o.nodeIP),
-      port: await this.kubeletPort(),
-      labels: {
-        type: 'virtual-kubelet',
-        'kubernetes.io/role': 'agent',
-        'kubernetes.io/hostname': o.name,
-        'kubernetes.io/os': process.platform,
-        'kubernetes.io/arch': goArch(),
-        'beta.kubernetes.io/os': process.platform,
-        'beta.kubernetes.io/arch': goArch(),
-        [NodeMarkerLabel]: 'true',
-        ...o.labels,
-      },
-      taints: [...(o.defaultTaint === false ? [] : [DefaultTaint]), ...(o.taints ?? [])],
-      cpu: o.cpu === undefined ? undefined : parse('--cpu', o.cpu),
-      memoryBytes: o.memory === undefined ? undefined : parse('--memory', o.memory),
-      pods: o.pods ?? DefaultMaxPods,
-      kubeletVersion: `${TargetKubernetesVersion}-vnode.${VnodeVersion}`,
-      runtimeVersion: `vnode://${VnodeVersion}`,
-    }
-  }
-
-  /**
-   * The port to serve the kubelet API on: 0 is any free port, and only the
-   * default falls back to a free one when taken. A port the user chose is
-   * that port or an error: a metrics-server or firewall rule aimed at it
-   * would miss the node otherwise.
-   */
-  private async kubeletPort(): Promise<number> {
-    const chosen = this.opts.port
-    if (chosen === 0) return freePort('0.0.0.0')
-    if (chosen === undefined) return portOr(DefaultKubeletPort, '0.0.0.0')
-    if ((await portOr(chosen, '0.0.0.0')) !== chosen) throw new UserError(`port ${chosen} is in use`)
-    return chosen
   }
 
   /**
@@ -282,7 +152,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     await mkdir(this.stateDir, {recursive: true, mode: 0o700})
     this.recorder = new EventRecorder(this.clients.events, this.opts.name)
     this.recorder.onEvent((e) => this.emit('event', e))
-    const config = await this.nodeConfig()
+    const config = await nodeSpecConfig(this.opts, this.clients.server)
     this.nodeIP = config.nodeIP
     this.nodeController = new NodeController(this.clients.heartbeatCore, config, this.recorder, {
       stateDir: this.stateDir,
@@ -327,6 +197,9 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       this.emit('lease', renewedAt)
     }
     await this.nodeController.syncStatus(true)
+    const parts = {clients: this.clients, nodeName: this.opts.name, nodeIP: config.nodeIP, kubeletPort: config.port, nodeController: this.nodeController, registered: node}
+    if (this.opts.relay)
+      this.relay = await (await import('./relay/endpoint.js')).startKubeletEndpoint(this.opts.relay, {...parts, kubeletServer: this.kubeletServer!, log: (l) => this.emit('step', 'relay', l)})
     await this.recorder.flush()
     if (stopped()) return
     const watcher = new NodeWatcher(
@@ -365,6 +238,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       services: this.services,
       objects: this.objects,
       recorder: this.recorder,
+      knownPod: (namespace, name) => this.podController?.pod(namespace, name),
     })
     const {PodController} = await import('./pods/pod-controller.js')
     this.podController = new PodController({
@@ -381,6 +255,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       resyncIntervalMs: this.opts.podResyncIntervalMs,
       statusCoalesceMs: this.opts.podStatusCoalesceMs,
       manifestsDir: this.opts.manifestsDir,
+      virtualKubeletEvents: this.opts.virtualKubeletEvents ? this.objects : undefined,
     })
     this.podController.on('pod', (p) => this.emit('pod', p))
     this.podController.on('podRemoved', (uid) => this.emit('podRemoved', uid))
@@ -396,8 +271,9 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       const own = this.nodeController.config
       const allocatable = this.nodeController.snapshot().allocatable
       const n = this.nodeController.watched()
-      if (!n) return {name: own.name, labels: own.labels, taints: own.taints, allocatable}
-      return {name: this.opts.name, labels: n.metadata?.labels ?? {}, taints: n.spec?.taints ?? [], allocatable: (n.status?.allocatable ?? allocatable) as Record<string, string>}
+      const allowedNamespaces = this.opts.allowedNamespaces
+      if (!n) return {name: own.name, labels: own.labels, taints: own.taints, allocatable, allowedNamespaces}
+      return {name: this.opts.name, labels: n.metadata?.labels ?? {}, taints: n.spec?.taints ?? [], allocatable: (n.status?.allocatable ?? allocatable) as Record<string, string>, allowedNamespaces}
     }
   }
 
@@ -434,7 +310,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const providerUsage = () => this.usage()
     const usage = given.usage ?? providerUsage
     const isRunning = given.isRunning ?? (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(this.provider?.usage ? providerUsage : undefined)(pod))
-    return {pods: given.pods ?? (() => this.pods()), usage, isRunning}
+    return {pods: given.pods ?? (() => this.pods()), usage, isRunning, logs: this.containerLogs, pool: given.pool ?? (() => this.pool())}
   }
 
   /** The kubelet HTTPS API on the port the node advertises. */
@@ -444,10 +320,11 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.kubeletServer = new KubeletServer({
       nodeName: o.name,
       port: config.port,
+      // Behind a relay only the tunnels, from this process, reach the kubelet API.
+      host: o.relay?.mode === 'on' ? '127.0.0.1' : undefined,
       stateDir: this.stateDir,
       sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
       sources: this.kubeletSources(),
-      logs: this.containerLogs,
       anonymousAuth: o.anonymousAuth ?? false,
       authorizationMode: o.authorizationMode ?? 'Webhook',
       clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
@@ -491,6 +368,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       this.abort.abort()
       await Promise.allSettled(this.loops)
       this.loops = []
+      await this.relay?.stop()
       await this.kubeletServer?.stop()
       this.kubeletServer = undefined
       await this.removeNode(opts.rm === true)

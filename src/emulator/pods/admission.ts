@@ -1,5 +1,8 @@
-import type {V1Container, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1Taint, V1Toleration} from '@kubernetes/client-node'
+import {allContainers} from '../../common/pods.js'
+import {addRequests, podRequests, type Requests} from '../pod-requests.js'
+import type {V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1Taint, V1Toleration} from '@kubernetes/client-node'
 import {parseQuantity} from '../quantity.js'
+import {isStaticPod} from './config.js'
 
 /**
  * The kubelet's admission before a pod starts (lifecycle/predicate.go and the
@@ -15,6 +18,26 @@ export interface AdmissionNode {
   taints: V1Taint[]
   /** status.allocatable as quantities (cpu, memory, pods, ...). */
   allocatable: Record<string, string>
+  /** The namespaces whose pods may run here (`up --allowed-namespaces`); undefined: every namespace. */
+  allowedNamespaces?: readonly string[]
+}
+
+/** The reason of a pod refused for its namespace (`up --allowed-namespaces`). */
+export const NamespaceNotAllowedReason = 'NamespaceNotAllowed'
+
+/**
+ * Who may run pods here: a pod from a namespace the node was not started
+ * for runs nothing. Static pods are the node's own files and always pass.
+ */
+export function admitNamespace(pod: V1Pod, node: AdmissionNode): AdmitResult {
+  const allowed = node.allowedNamespaces
+  const ns = pod.metadata?.namespace ?? 'default'
+  if (!allowed || allowed.includes(ns) || isStaticPod(pod)) return {admit: true}
+  return {
+    admit: false,
+    reason: NamespaceNotAllowedReason,
+    message: `namespace "${ns}" may not run pods on node "${node.name}" (allowed: ${allowed.join(', ') || 'none'}; see kubectl vnode up --allowed-namespaces)`,
+  }
 }
 
 export type AdmitResult = {admit: true} | {admit: false; reason: string; message: string}
@@ -22,68 +45,6 @@ export type AdmitResult = {admit: true} | {admit: false; reason: string; message
 export const RejectedMessagePrefix = 'Pod was rejected: '
 export const NodeShutdownReason = 'NodeShutdown'
 export const NodeShutdownRejectMessage = 'Pod was rejected as the node is shutting down.'
-
-/** Requests in base units: cpu in millicores, memory and storage in bytes (what the kubelet's message prints). */
-export type Requests = Record<string, number>
-
-function containerRequests(c: V1Container): Requests {
-  const out: Requests = {}
-  for (const [k, v] of Object.entries({...(c.resources?.limits ?? {}), ...(c.resources?.requests ?? {})})) {
-    // As the API defaults: a request missing but a limit set means request = limit.
-    const value = parseQuantity(String(v))
-    out[k] = k === 'cpu' ? Math.round(value * 1000) : Math.ceil(value)
-  }
-  return out
-}
-
-/**
- * What the node allocated to each container, as its status reports it
- * (allocatedResources): a resize the node could not take leaves the spec
- * asking for more than the container holds, and only the allocation counts.
- */
-function allocatedRequests(pod: V1Pod): Map<string, Requests> {
-  const out = new Map<string, Requests>()
-  for (const s of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
-    if (s.allocatedResources && Object.keys(s.allocatedResources).length) out.set(s.name, containerRequests({name: s.name, resources: {requests: s.allocatedResources}}))
-  }
-  return out
-}
-
-function add(into: Requests, r: Requests): void {
-  for (const [k, v] of Object.entries(r)) into[k] = (into[k] ?? 0) + v
-}
-
-function max(into: Requests, r: Requests): void {
-  for (const [k, v] of Object.entries(r)) into[k] = Math.max(into[k] ?? 0, v)
-}
-
-/**
- * The pod's effective requests (resource helpers PodRequests): sum of regular
- * containers and sidecars, max'ed with each init container plus the sidecars
- * started before it, plus overhead.
- */
-export function podRequests(pod: V1Pod): Requests {
-  const total: Requests = {}
-  const allocated = allocatedRequests(pod)
-  const requests = (c: V1Container) => ({...containerRequests(c), ...allocated.get(c.name)})
-  for (const c of pod.spec?.containers ?? []) add(total, requests(c))
-  const sidecars: Requests = {}
-  const initMax: Requests = {}
-  for (const c of pod.spec?.initContainers ?? []) {
-    const r = requests(c)
-    if (c.restartPolicy === 'Always') {
-      add(sidecars, r)
-      add(total, r)
-    } else {
-      const withSidecars = {...sidecars}
-      add(withSidecars, r)
-      max(initMax, withSidecars)
-    }
-  }
-  max(total, initMax)
-  for (const [k, v] of Object.entries(pod.spec?.overhead ?? {})) add(total, {[k]: k === 'cpu' ? Math.round(parseQuantity(String(v)) * 1000) : Math.ceil(parseQuantity(String(v)))})
-  return total
-}
 
 function capacityOf(node: AdmissionNode, resource: string): number | undefined {
   const q = node.allocatable[resource]
@@ -99,7 +60,7 @@ function fitsResources(pod: V1Pod, node: AdmissionNode, others: V1Pod[]): AdmitR
   }
   const want = podRequests(pod)
   const used: Requests = {}
-  for (const o of others) add(used, podRequests(o))
+  for (const o of others) addRequests(used, podRequests(o))
   // cpu and memory first, in the kubelet's order, then anything else requested.
   const names = [
     'cpu',
@@ -172,7 +133,7 @@ export function tolerates(t: V1Toleration, taint: V1Taint): boolean {
 
 function hostPorts(pod: V1Pod): string[] {
   const out: string[] = []
-  for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
+  for (const c of allContainers(pod)) {
     for (const p of c.ports ?? []) if (p.hostPort) out.push(`${p.protocol ?? 'TCP'}/${p.hostIP || '0.0.0.0'}/${p.hostPort}`)
   }
   return out
@@ -195,6 +156,8 @@ const predicate = (name: string, why: string): AdmitResult => ({admit: false, re
 
 /** The first admission failure for pod on node, given the pods already admitted there. */
 export function admitPod(pod: V1Pod, node: AdmissionNode, admitted: V1Pod[]): AdmitResult {
+  const namespace = admitNamespace(pod, node)
+  if (!namespace.admit) return namespace
   const others = admitted.filter((p) => p.metadata?.uid !== pod.metadata?.uid)
   let fit: AdmitResult
   try {

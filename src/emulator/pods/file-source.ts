@@ -1,3 +1,5 @@
+import {SerialRunner} from '../../common/serial-runner.js'
+import {allContainers, podKeyOf} from '../../common/pods.js'
 import {loadYaml, type V1Pod} from '@kubernetes/client-node'
 import {ObjectSerializer} from '@kubernetes/client-node/dist/serializer.js'
 import {createHash} from 'node:crypto'
@@ -66,7 +68,7 @@ function applyApiDefaults(pod: V1Pod): void {
   spec.terminationGracePeriodSeconds ??= DefaultTerminationGracePeriodSeconds
   spec.dnsPolicy ??= 'ClusterFirst'
   spec.schedulerName ??= 'default-scheduler'
-  for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+  for (const c of allContainers({spec})) {
     c.terminationMessagePath ??= '/dev/termination-log'
     c.terminationMessagePolicy ??= 'File'
     if (!c.imagePullPolicy) {
@@ -222,7 +224,7 @@ export async function readManifestDir(dir: string, nodeName: string): Promise<Ma
       if (!st.isFile()) throw new ManifestError('not a regular file')
       if (st.size > MaxManifestBytes) throw new ManifestError(`file is larger than the ${MaxManifestBytes / 1024 / 1024} MiB limit`)
       const pod = decodeStaticPod(await readCapped(path), path, nodeName)
-      const full = `${pod.metadata!.namespace}/${pod.metadata!.name}`
+      const full = podKeyOf(pod)
       const first = byFullName.get(full)
       // filterInvalidPods: within one source the first pod with a name wins.
       if (first) throw new ManifestError(`duplicate pod name "${full}" (already defined by ${first}), ignoring`)
@@ -264,8 +266,8 @@ export class FileSource {
   private watchedIno: number | undefined
   private interval: NodeJS.Timeout | undefined
   private debounce: NodeJS.Timeout | undefined
-  private listing: Promise<void> | undefined
-  private again = false
+  /** One listing at a time; a trigger during one lists once more after it. */
+  private readonly lister = new SerialRunner(() => this.listOnce(), {active: () => !this.stopped})
   private stopped = false
   private readonly reported = new Map<string, string>()
 
@@ -288,18 +290,7 @@ export class FileSource {
 
   /** List again now (coalesced with a listing in progress). */
   relist(): Promise<void> {
-    if (this.stopped) return Promise.resolve()
-    if (this.listing) {
-      this.again = true
-      return this.listing
-    }
-    this.listing = (async () => {
-      do {
-        this.again = false
-        await this.listOnce()
-      } while (this.again && !this.stopped)
-    })().finally(() => (this.listing = undefined))
-    return this.listing
+    return this.lister.run()
   }
 
   private async listOnce(): Promise<void> {
@@ -374,7 +365,7 @@ export class FileSource {
     this.interval = undefined
     this.debounce = undefined
     this.closeWatch()
-    await this.listing?.catch(() => undefined)
+    await this.lister.running?.catch(() => undefined)
     this.reported.clear()
   }
 }

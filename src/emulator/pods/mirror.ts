@@ -1,8 +1,9 @@
+import {SerialRunner} from '../../common/serial-runner.js'
+import {podKeyOf} from '../../common/pods.js'
 import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isAlreadyExists, isConflict, isNotFound} from '../kube/errors.js'
 import {ConfigHashAnnotation, ConfigMirrorAnnotation} from './config.js'
-import {fullName} from './pod-worker.js'
 
 /** Retry after a failed mirror create or delete; at most about once a minute, as the kubelet's static pod resync. */
 export const DefaultMirrorRetryInitialMs = 500
@@ -57,21 +58,23 @@ export interface MirrorManagerOptions {
   /** The Node to own mirrors; undefined while it cannot be read or is being deleted (no mirror is made then). */
   owner: () => Promise<MirrorOwner | undefined>
   /** The static pod the config holds under this namespace/name, if any. */
-  staticPod: (fullName: string) => V1Pod | undefined
+  staticPod: (key: string) => V1Pod | undefined
   /** A removed static pod of this name is still terminating: its mirror stays until it is done. */
-  terminating: (fullName: string) => boolean
+  terminating: (key: string) => boolean
   /** Every source has been seen: only then may a mirror without a static pod be deleted. */
   sourcesReady: () => boolean
   /** The mirror of this name changed (appeared, replaced, gone): its static pod's status has a new target. */
-  onMirrorChanged?: (fullName: string) => void
+  onMirrorChanged?: (key: string) => void
   onError?: (message: string) => void
   retryInitialMs?: number
   retryMaxMs?: number
 }
 
 interface Slot {
-  running?: Promise<void>
-  again: boolean
+  /** One reconciliation at a time; a trigger during one runs it once more after it. */
+  runner: SerialRunner
+  /** The last pass failed: a retry is due once the run is over. */
+  failed: boolean
   timer?: NodeJS.Timeout
   backoff: Backoff
   /** The last failure reported for this name: a retry failing the same way is not reported again. */
@@ -127,7 +130,7 @@ export class MirrorManager {
     const uid = pod.metadata?.uid
     if (!uid || this.tombstones.has(uid)) return
     this.put(pod)
-    this.changed(fullName(pod))
+    this.changed(podKeyOf(pod))
   }
 
   /** A mirror pod is gone from the API. */
@@ -135,19 +138,19 @@ export class MirrorManager {
     const uid = pod.metadata?.uid
     if (!uid) return
     this.tombstones.delete(uid)
-    if (this.drop(fullName(pod), uid)) this.changed(fullName(pod))
+    if (this.drop(podKeyOf(pod), uid)) this.changed(podKeyOf(pod))
   }
 
   /** The mirror a static pod's status goes to: the one carrying its hash. */
   target(pod: V1Pod): MirrorTarget | undefined {
-    for (const m of this.mirrors.get(fullName(pod))?.values() ?? []) {
+    for (const m of this.mirrors.get(podKeyOf(pod))?.values() ?? []) {
       if (isMirrorPodOf(m, pod)) return {name: m.metadata!.name!, namespace: m.metadata!.namespace!, uid: m.metadata!.uid!, status: m.status}
     }
     return undefined
   }
 
   private put(pod: V1Pod): void {
-    const name = fullName(pod)
+    const name = podKeyOf(pod)
     let byUid = this.mirrors.get(name)
     if (!byUid) this.mirrors.set(name, (byUid = new Map()))
     byUid.set(pod.metadata!.uid!, pod)
@@ -170,35 +173,39 @@ export class MirrorManager {
     if (this.stopped) return
     let slot = this.slots.get(name)
     if (!slot) {
-      slot = {again: false, backoff: new Backoff(this.opts.retryInitialMs ?? DefaultMirrorRetryInitialMs, this.opts.retryMaxMs ?? DefaultMirrorRetryMaxMs)}
+      const s: Slot = {
+        failed: false,
+        backoff: new Backoff(this.opts.retryInitialMs ?? DefaultMirrorRetryInitialMs, this.opts.retryMaxMs ?? DefaultMirrorRetryMaxMs),
+        runner: new SerialRunner(
+          async () => {
+            s.failed = !(await this.reconcileOnce(name, s).catch(() => false))
+          },
+          {active: () => !this.stopped, idle: () => this.settled(name, s)},
+        ),
+      }
+      slot = s
       this.slots.set(name, slot)
     }
-    if (slot.running) {
-      slot.again = true
-      return
+    if (!slot.runner.running) {
+      // A trigger beats a waiting retry.
+      clearTimeout(slot.timer)
+      slot.timer = undefined
     }
-    // A trigger beats a waiting retry.
-    clearTimeout(slot.timer)
-    slot.timer = undefined
-    const s = slot
-    s.running = (async () => {
-      let failed: boolean
-      do {
-        s.again = false
-        failed = !(await this.reconcileOnce(name, s).catch(() => false))
-      } while (s.again && !this.stopped)
-      s.running = undefined
-      if (this.stopped) return
-      if (failed) {
-        s.timer = setTimeout(() => {
-          s.timer = undefined
-          this.reconcile(name)
-        }, s.backoff.next())
-        s.timer.unref()
-      } else {
-        this.slots.delete(name)
-      }
-    })()
+    void slot.runner.run()
+  }
+
+  /** A run is over: retry after a failure (backing off), else forget the name. */
+  private settled(name: string, s: Slot): void {
+    if (this.stopped) return
+    if (s.failed) {
+      s.timer = setTimeout(() => {
+        s.timer = undefined
+        this.reconcile(name)
+      }, s.backoff.next())
+      s.timer.unref()
+    } else {
+      this.slots.delete(name)
+    }
   }
 
   /** Reconcile every name with a mirror or a static pod (sources just became ready). */
@@ -248,7 +255,7 @@ export class MirrorManager {
       }
     }
     this.tombstone(uid!)
-    if (this.drop(fullName(m), uid!)) this.opts.onMirrorChanged?.(fullName(m))
+    if (this.drop(podKeyOf(m), uid!)) this.opts.onMirrorChanged?.(podKeyOf(m))
     return true
   }
 
@@ -259,7 +266,7 @@ export class MirrorManager {
       this.created++
       if (created.metadata?.uid && !this.stopped) {
         this.put(created)
-        this.opts.onMirrorChanged?.(fullName(pod))
+        this.opts.onMirrorChanged?.(podKeyOf(pod))
       }
       return true
     } catch (error) {
@@ -278,7 +285,7 @@ export class MirrorManager {
   /** Resolves once no reconciliation is running (retries may still wait). */
   async idle(): Promise<void> {
     for (;;) {
-      const running = [...this.slots.values()].map((s) => s.running).filter((p): p is Promise<void> => !!p)
+      const running = [...this.slots.values()].map((s) => s.runner.running).filter((p): p is Promise<void> => !!p)
       if (!running.length) return
       await Promise.all(running)
     }

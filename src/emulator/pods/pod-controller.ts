@@ -1,67 +1,20 @@
-import type {CoreV1Api, KubeConfig, V1Node, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
-import {EventReason} from '../kube/event-reasons.js'
+import {isTerminalPhase, podKeyOf, podRef} from '../../common/pods.js'
+import type {V1Node, V1ObjectReference, V1Pod} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {resolve} from 'node:path'
-import type {RequestCounter} from '../kube/client.js'
-import type {EventRecorder} from '../kube/events.js'
-import type {PodLifecycleHandler} from '../provider/handler.js'
 import {type AdmissionNode, admitPod, NodeShutdownReason, NodeShutdownRejectMessage, RejectedMessagePrefix} from './admission.js'
 import {ApiserverSource, FileSource as FileSourceName, isMirrorPod, isStaticPod, type PodOp, PodConfig} from './config.js'
 import {FileSource, type ManifestProblem} from './file-source.js'
 import {MirrorManager, type MirrorOwner} from './mirror.js'
-import {fullName, podRef} from './pod-worker.js'
 import {PodWorkers} from './pod-workers.js'
 import {PodSource} from './source.js'
 import {StatusManager} from './status-manager.js'
-import {isTerminalPhase, type StatusOverride} from './status.js'
+import type {StatusOverride} from './status.js'
+import {FailedValidationReason, NodeShutdownOverride, OrphanGracePeriodSeconds, type PodControllerEvents, type PodControllerOptions} from './pod-controller-options.js'
+import {virtualKubeletEnvEvents} from './virtual-kubelet-events.js'
+import type {ObjectLookup} from '../kube/object-manager.js'
 
-/** Node shutdown status (pkg/kubelet/nodeshutdown). */
-export const NodeShutdownOverride: StatusOverride = {
-  phase: 'Failed',
-  reason: 'Terminated',
-  message: 'Pod was terminated in response to imminent node shutdown.',
-  keepSucceeded: true,
-  conditions: [{type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet', message: 'Pod was terminated in response to imminent node shutdown.'}],
-}
-
-/** Grace for pods the provider runs that the API no longer has (the kubelet's orphan kill). */
-export const OrphanGracePeriodSeconds = 1
-
-export interface PodControllerOptions {
-  core: CoreV1Api
-  /** Status writes and the final delete: a client that does not throttle, with the throttle to wait for before building each request. */
-  statusWriter?: {core: CoreV1Api; throttle: () => Promise<void>}
-  kc: KubeConfig
-  counter?: RequestCounter
-  nodeName: string
-  nodeIP: string
-  provider: PodLifecycleHandler
-  recorder: Pick<EventRecorder, 'record' | 'forget'>
-  /** The node as admission sees it (fresh labels, taints, allocatable). */
-  node: () => Promise<AdmissionNode>
-  resyncIntervalMs?: number
-  statusCoalesceMs?: number
-  transitionHoldMs?: number
-  watchTimeoutSeconds?: number
-  /** Static pod manifests: a second source, "file". */
-  manifestsDir?: string
-  fileCheckIntervalMs?: number
-  /** The Node that owns mirror pods (default: the watched copy, else read from the API; undefined while missing or being deleted). */
-  nodeOwner?: () => Promise<MirrorOwner | undefined>
-  /** The node's own Node as its watch last saw it (undefined: not seen yet, or deleted). */
-  watchedNode?: () => V1Node | undefined
-  mirrorRetryInitialMs?: number
-}
-
-/** Why a static pod manifest was skipped (the kubelet's reason for pods from a config source that fail validation). */
-export const FailedValidationReason = EventReason.FailedValidation
-
-export interface PodControllerEvents {
-  pod: [pod: V1Pod]
-  podRemoved: [uid: string]
-  count: [count: number]
-  error: [message: string]
-}
+export * from './pod-controller-options.js'
 
 /**
  * Wires the pod data path: API source -> config ops -> admission -> pod
@@ -100,7 +53,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     this.mirrors = new MirrorManager({
       core: opts.core,
       owner: opts.nodeOwner ?? (() => this.readOwner()),
-      staticPod: (name) => this.fileConfig?.values().find((p) => fullName(p) === name),
+      staticPod: (name) => this.fileConfig?.values().find((p) => podKeyOf(p) === name),
       terminating: (name) => [...this.removedStatic.values()].includes(name),
       sourcesReady: () => this.sourcesReady,
       onMirrorChanged: (name) => this.mirrorChanged(name),
@@ -113,6 +66,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       nodeIP: opts.nodeIP,
       coalesceMs: opts.statusCoalesceMs,
       transitionHoldMs: opts.transitionHoldMs,
+      clock: opts.clock,
       hooks: {
         couldHaveRunningContainers: (uid) => this.workers.couldHaveRunningContainers(uid),
         inTransition: (uid) => this.workers.inTransition(uid),
@@ -125,7 +79,9 @@ export class PodController extends EventEmitter<PodControllerEvents> {
         provider: opts.provider,
         status: this.status,
         event: (pod, type, reason, message) => void opts.recorder.record(podRef(pod), type, reason, message),
+        created: opts.virtualKubeletEvents ? (pod) => void this.virtualKubeletEvents(pod, opts.virtualKubeletEvents!) : undefined,
         resyncIntervalMs: opts.resyncIntervalMs,
+        clock: opts.clock,
       },
       (uid) => this.forgotten(uid),
     )
@@ -255,7 +211,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     const held = [...this.deferredRemoves.values()].filter((p) => !this.configPod(p.metadata!.uid!))
     this.deferredRemoves.clear()
     if (held.length) this.removeAll(held)
-    this.mirrors.reconcileAll(this.fileConfig?.values().map(fullName) ?? [])
+    this.mirrors.reconcileAll(this.fileConfig?.values().map(podKeyOf) ?? [])
   }
 
   private configPod(uid: string): V1Pod | undefined {
@@ -263,6 +219,15 @@ export class PodController extends EventEmitter<PodControllerEvents> {
   }
 
   /** A static pod manifest was skipped: a Warning on the Node naming the file, and an error line. */
+  /** virtual-kubelet's environment events, once the provider has the pod (its objects are then watched). */
+  private async virtualKubeletEvents(pod: V1Pod, objects: ObjectLookup): Promise<void> {
+    const events = await virtualKubeletEnvEvents(pod, objects).catch((error: Error) => {
+      this.emit('error', `virtual-kubelet events of ${pod.metadata?.namespace}/${pod.metadata?.name}: ${error.message}`)
+      return []
+    })
+    for (const e of events) await this.opts.recorder.record(podRef(pod), e.type, e.reason, e.message)
+  }
+
   private manifestProblem(p: ManifestProblem): void {
     const message = `static pod manifest ${p.file} skipped: ${p.message}`
     void this.opts.recorder.record(this.nodeRef, 'Warning', FailedValidationReason, message)
@@ -283,7 +248,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
 
   /** The mirror of this name changed: the static pods of that name write their status to the new one. */
   private mirrorChanged(name: string): void {
-    for (const p of this.fileConfig?.values() ?? []) if (fullName(p) === name) this.status.retarget(p.metadata!.uid!)
+    for (const p of this.fileConfig?.values() ?? []) if (podKeyOf(p) === name) this.status.retarget(p.metadata!.uid!)
     for (const [uid, n] of this.removedStatic) if (n === name) this.status.retarget(uid)
   }
 
@@ -299,6 +264,11 @@ export class PodController extends EventEmitter<PodControllerEvents> {
   /** Every pod of this node with its status as last written (deep copies). */
   pods(): V1Pod[] {
     return this.status.pods()
+  }
+
+  /** One pod of this node with its status as last written: read-only, not a copy. */
+  pod(namespace: string, name: string): V1Pod | undefined {
+    return this.status.find(namespace, name)
   }
 
   private notified(pod: V1Pod): void {
@@ -335,7 +305,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
           for (const pod of pods) {
             this.status.track(pod)
             this.workers.update({type: 'update', pod})
-            if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
+            if (isStaticPod(pod)) this.mirrors.reconcile(podKeyOf(pod))
           }
           break
         case 'RECONCILE':
@@ -359,14 +329,14 @@ export class PodController extends EventEmitter<PodControllerEvents> {
       const uid = pod.metadata!.uid!
       if (isStaticPod(pod) && this.workers.state(uid) !== undefined) {
         // Its status still goes to its mirror while it terminates; both go once the worker is done.
-        this.removedStatic.set(uid, fullName(pod))
+        this.removedStatic.set(uid, podKeyOf(pod))
       } else {
         this.status.remove(uid)
       }
       this.opts.recorder.forget(uid)
       this.workers.update({type: 'kill', pod, removed: true})
       this.emit('podRemoved', uid)
-      if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
+      if (isStaticPod(pod)) this.mirrors.reconcile(podKeyOf(pod))
     }
   }
 
@@ -387,7 +357,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
         if (override) void this.opts.recorder.record(podRef(pod), 'Warning', override.reason, override.message.replace(RejectedMessagePrefix, ''))
       }
       this.workers.update({type: 'create', pod, statusOverride: override})
-      if (isStaticPod(pod)) this.mirrors.reconcile(fullName(pod))
+      if (isStaticPod(pod)) this.mirrors.reconcile(podKeyOf(pod))
     }
   }
 

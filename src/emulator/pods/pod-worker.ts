@@ -1,76 +1,24 @@
-import type {V1ObjectReference, V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
+import {isTerminalPhase, podKeyOf} from '../../common/pods.js'
+import {EventReason} from '../kube/event-reasons.js'
+import type {V1Pod} from '@kubernetes/client-node'
 import {Backoff} from '../kube/backoff.js'
-import type {EventType} from '../kube/events.js'
-import type {PodLifecycleHandler} from '../provider/handler.js'
 import {isInvalidInput, isNotFound} from '../provider/errdefs.js'
 import {DefaultTerminationGracePeriodSeconds} from '../provider/pod-defaults.js'
-import {isTerminalPhase, reportIsTerminal, type StatusOverride} from './status.js'
+import {reportIsTerminal, type StatusOverride} from './status.js'
+import {
+  DefaultResyncIntervalMs,
+  DefaultWorkerRetryInitialMs,
+  DefaultWorkerRetryMaxMs,
+  mergeUpdates,
+  MinimumGracePeriodSeconds,
+  ResyncJitterFactor,
+  type PodUpdate,
+  type PodWorkState,
+  type WorkerHost,
+} from './pod-update.js'
 
-/** How often a running pod is checked against the provider (the kubelet's syncFrequency, jittered by half). */
-export const DefaultResyncIntervalMs = 60_000
-export const ResyncJitterFactor = 0.5
-/** Retry after a failed provider call (the kubelet's backOffPeriod is 10 s). */
-export const DefaultWorkerRetryInitialMs = 1_000
-export const DefaultWorkerRetryMaxMs = 10_000
-/** Whatever happens, a pod gets at least this much time to stop ("we always supply a grace period of 1"). */
-export const MinimumGracePeriodSeconds = 1
-
-export type PodWorkState = 'sync' | 'terminating' | 'terminated'
-export type UpdateType = 'create' | 'update' | 'sync' | 'kill'
-
-export interface PodUpdate {
-  type: UpdateType
-  pod: V1Pod
-  /** A kill's grace override (node shutdown); only ever shortens the grace. */
-  gracePeriodOverride?: number
-  /** The pod-level outcome to report when terminated (rejection, shutdown). */
-  statusOverride?: StatusOverride
-  /** The pod is gone from the API (REMOVE): kill it and forget it. */
-  removed?: boolean
-}
-
-/** What a worker needs from the status manager. */
-export interface WorkerStatusPort {
-  setStarting(uid: string, starting: boolean): void
-  setSandboxReady(uid: string, ready: boolean): void
-  setReported(uid: string, status: V1PodStatus): void
-  /** The provider's last report of the pod's status (notifyPods). */
-  reported(uid: string): V1PodStatus | undefined
-  /** The worker is terminated: write the terminal status, then the final DELETE if the pod is being deleted. */
-  terminate(uid: string, override?: StatusOverride): Promise<void>
-}
-
-export interface WorkerHost {
-  provider: PodLifecycleHandler
-  status: WorkerStatusPort
-  event(pod: V1Pod, type: EventType, reason: string, message: string): void
-  /** A removed pod finished terminating: drop the worker. */
-  forget(uid: string): void
-  resyncIntervalMs?: number
-  retryInitialMs?: number
-  retryMaxMs?: number
-  /** The clock the worker's timestamps come from (epoch ms). */
-  now?: () => number
-}
-
-export function podRef(pod: V1Pod): V1ObjectReference {
-  return {kind: 'Pod', apiVersion: 'v1', namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid: pod.metadata?.uid}
-}
-
-export const fullName = (pod: V1Pod) => `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`
-
-/** Merges a new update into the pending slot: the newest pod wins, a kill is never dropped, grace only shrinks. */
-export function mergeUpdates(pending: PodUpdate | undefined, next: PodUpdate): PodUpdate {
-  if (!pending) return next
-  const graces = [pending.gracePeriodOverride, next.gracePeriodOverride].filter((g): g is number => g !== undefined)
-  return {
-    type: pending.type === 'kill' || next.type === 'kill' ? 'kill' : pending.type === 'create' && next.type !== 'create' ? 'create' : next.type,
-    pod: next.pod,
-    gracePeriodOverride: graces.length ? Math.min(...graces) : undefined,
-    statusOverride: pending.statusOverride ?? next.statusOverride,
-    removed: pending.removed || next.removed,
-  }
-}
+export * from './pod-update.js'
 
 function hadRunningContainers(pod: V1Pod): boolean {
   const s = pod.status
@@ -108,7 +56,8 @@ function errorText(error: unknown): string {
 export class PodWorker {
   pod: V1Pod
   readonly uid: string
-  readonly fullName: string
+  /** podKeyOf the pod: a worker of a new UID waits for the one of the name before it. */
+  readonly key: string
   /** Resolves once no process of the pod can run any more. */
   readonly terminated: Promise<void>
   private resolveTerminated!: () => void
@@ -121,14 +70,14 @@ export class PodWorker {
   private terminatingAt: number | undefined
   /** When no process of the pod could run any more. */
   private terminatedAt: number | undefined
-  private readonly now: () => number
+  private readonly clock: Clock
   private vanished = false
   private killGrace: number | undefined
   private override: StatusOverride | undefined
   removed = false
   private stopped = false
-  private resyncTimer: NodeJS.Timeout | undefined
-  private retryTimer: NodeJS.Timeout | undefined
+  private resyncTimer: ClockTimer | undefined
+  private retryTimer: ClockTimer | undefined
   private readonly backoff: Backoff
 
   constructor(
@@ -139,10 +88,10 @@ export class PodWorker {
   ) {
     this.pod = first.pod
     this.uid = first.pod.metadata!.uid!
-    this.fullName = fullName(first.pod)
+    this.key = podKeyOf(first.pod)
     this.terminated = new Promise((resolve) => (this.resolveTerminated = resolve))
     this.backoff = new Backoff(host.retryInitialMs ?? DefaultWorkerRetryInitialMs, host.retryMaxMs ?? DefaultWorkerRetryMaxMs)
-    this.now = host.now ?? Date.now
+    this.clock = host.clock ?? RealClock
     this.update(first)
   }
 
@@ -192,7 +141,7 @@ export class PodWorker {
       if (grace < this.killGrace) {
         this.killGrace = grace
         this.host.provider.deletePod(structuredClone(u.pod), grace).catch((error: unknown) => {
-          if (!isNotFound(error)) this.host.event(this.pod, 'Warning', 'FailedKillPod', `error killing pod: ${errorText(error)}`)
+          if (!isNotFound(error)) this.host.event(this.pod, 'Warning', EventReason.FailedKillPod, `error killing pod: ${errorText(error)}`)
         })
       }
     }
@@ -228,12 +177,12 @@ export class PodWorker {
 
   private retryLater(u: PodUpdate): void {
     if (this.stopped) return
-    clearTimeout(this.retryTimer)
-    this.retryTimer = setTimeout(() => {
+    this.clock.clearTimeout(this.retryTimer)
+    this.retryTimer = this.clock.setTimeout(() => {
       this.retryTimer = undefined
       if (!this.pending) this.update(u)
     }, this.backoff.next())
-    this.retryTimer.unref()
+    this.retryTimer.unref?.()
   }
 
   private shouldTerminate(u: PodUpdate): boolean {
@@ -246,8 +195,8 @@ export class PodWorker {
         await this.sync(u)
         if (!this.vanished && !this.override && !this.isTerminal) return
       }
-      this.terminatingAt ??= this.now()
-      clearTimeout(this.resyncTimer)
+      this.terminatingAt ??= this.clock.now()
+      this.clock.clearTimeout(this.resyncTimer)
     }
     if (this.state === 'terminating') return this.terminate(u)
     // Terminated: a later deletionTimestamp still needs the final delete; a removal ends the worker.
@@ -264,7 +213,7 @@ export class PodWorker {
       const existing = await provider.getPod(ns, name)
       if (existing && existing.metadata?.uid === this.uid) {
         // The provider already runs it (it survived a restart): adopt, and hand it the pod as the API has it now.
-        this.startedAt ??= this.now()
+        this.startedAt ??= this.clock.now()
         this.host.status.setSandboxReady(this.uid, true)
         try {
           await provider.updatePod(structuredClone(u.pod))
@@ -291,7 +240,7 @@ export class PodWorker {
           this.vanished = true
           return
         }
-        this.host.event(u.pod, 'Warning', 'ProviderUpdateFailed', errorText(error))
+        this.host.event(u.pod, 'Warning', EventReason.ProviderUpdateFailed, errorText(error))
         throw error
       }
     } else if (u.type === 'sync' && !this.isTerminal) {
@@ -307,16 +256,17 @@ export class PodWorker {
     this.host.status.setStarting(this.uid, true)
     try {
       await this.host.provider.createPod(structuredClone(pod))
-      this.startedAt ??= this.now()
+      this.startedAt ??= this.clock.now()
       this.host.status.setSandboxReady(this.uid, true)
+      this.host.created?.(pod)
     } catch (error) {
       if (isInvalidInput(error)) {
         // The pod can never run as written: fail it rather than retry forever.
         this.override = {phase: 'Failed', reason: 'ProviderFailed', message: errorText(error)}
-        this.host.event(pod, 'Warning', 'ProviderCreateFailed', errorText(error))
+        this.host.event(pod, 'Warning', EventReason.ProviderCreateFailed, errorText(error))
         return
       }
-      this.host.event(pod, 'Warning', 'ProviderCreateFailed', errorText(error))
+      this.host.event(pod, 'Warning', EventReason.ProviderCreateFailed, errorText(error))
       throw error
     } finally {
       this.host.status.setStarting(this.uid, false)
@@ -324,17 +274,17 @@ export class PodWorker {
   }
 
   private scheduleResync(): void {
-    clearTimeout(this.resyncTimer)
+    this.clock.clearTimeout(this.resyncTimer)
     if (this.stopped || this.state !== 'sync') return
     const base = this.host.resyncIntervalMs ?? DefaultResyncIntervalMs
-    this.resyncTimer = setTimeout(
+    this.resyncTimer = this.clock.setTimeout(
       () => {
         this.resyncTimer = undefined
         this.update({type: 'sync', pod: this.pod})
       },
       base * (1 + Math.random() * ResyncJitterFactor),
     )
-    this.resyncTimer.unref()
+    this.resyncTimer.unref?.()
   }
 
   /** calculateEffectiveGracePeriod: deletion grace or override, else the spec's; only shrinks; at least 1 s. */
@@ -367,7 +317,7 @@ export class PodWorker {
       } catch (error) {
         // NotFound: the processes are already gone, which is what deletion wants.
         if (!isNotFound(error)) {
-          this.host.event(u.pod, 'Warning', 'FailedKillPod', `error killing pod: ${errorText(error)}`)
+          this.host.event(u.pod, 'Warning', EventReason.FailedKillPod, `error killing pod: ${errorText(error)}`)
           throw error
         }
       } finally {
@@ -381,7 +331,7 @@ export class PodWorker {
         /* the last notification stands */
       }
     }
-    this.terminatedAt ??= this.now()
+    this.terminatedAt ??= this.clock.now()
     this.host.status.setSandboxReady(this.uid, false)
     this.resolveTerminated()
     await this.host.status.terminate(this.uid, this.override)
@@ -405,7 +355,7 @@ export class PodWorker {
   stop(): void {
     this.stopped = true
     this.pending = undefined
-    clearTimeout(this.resyncTimer)
-    clearTimeout(this.retryTimer)
+    this.clock.clearTimeout(this.resyncTimer)
+    this.clock.clearTimeout(this.retryTimer)
   }
 }

@@ -1,6 +1,7 @@
+import {podKeyOf} from '../../common/pods.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {sleep} from '../kube/backoff.js'
-import {fullName, PodWorker, type PodUpdate, type PodWorkState, type WorkerHost} from './pod-worker.js'
+import {PodWorker, type PodUpdate, type PodWorkState, type WorkerHost} from './pod-worker.js'
 import type {StatusOverride} from './status.js'
 
 /**
@@ -38,8 +39,8 @@ export class PodWorkers {
       w.update(u)
       return
     }
-    const name = fullName(u.pod)
-    const predecessor = [...this.workers.values()].find((x) => x.fullName === name && x.state !== 'terminated')
+    const name = podKeyOf(u.pod)
+    const predecessor = [...this.workers.values()].find((x) => x.key === name && x.state !== 'terminated')
     this.workers.set(uid, new PodWorker(this.host, u, predecessor?.terminated))
   }
 
@@ -93,7 +94,7 @@ export class PodWorkers {
     const abort = new AbortController()
     signal?.addEventListener('abort', () => abort.abort(), {once: true})
     try {
-      return await Promise.race([all, sleep(timeoutMs, abort.signal).then(() => false)])
+      return await Promise.race([all, sleep(timeoutMs, abort.signal, this.host.clock).then(() => false)])
     } finally {
       abort.abort()
     }

@@ -1,11 +1,15 @@
-import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerState, type V1ContainerStatus, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
+import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
+import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
+import {WakeTimer} from '../../common/wake-timer.js'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
 import {isStaticPod} from './config.js'
 import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
 import {buildPodStatus, isTerminalPhase, type StatusOverride} from './status.js'
+import {needsReconcile, patchBody} from './status-patch.js'
+import {canBeDeleted, needsUpdate, type Entry} from './status-entry.js'
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
 export const DefaultStatusCoalesceMs = 100
@@ -52,6 +56,9 @@ export interface StatusManagerOptions {
   /** The pod as last written (or changed in the API): spec plus the status we hold for it. */
   onChange?: (pod: V1Pod) => void
   onError?: (message: string) => void
+  /** The clock of coalescing, holds and retries (the real one by default). */
+  clock?: Clock
+  /** The time conditions are stamped with; the clock's by default. */
   now?: () => Date
   /**
    * Where a static pod's status goes: its mirror pod (name and UID
@@ -59,34 +66,6 @@ export interface StatusManagerOptions {
    * retarget().
    */
   mirrorTarget?: (pod: V1Pod) => MirrorTarget | undefined
-}
-
-interface Entry {
-  uid: string
-  /** The latest pod from the API. */
-  pod: V1Pod
-  reported?: V1PodStatus
-  written?: V1PodStatus
-  /** The UID of the object the last status went to (the pod itself, or a static pod's mirror). */
-  writtenTo?: string
-  /** A static pod: its status is written onto its mirror pod. */
-  isStatic: boolean
-  sandboxReady: boolean
-  /** A new generation (a spec change, a graceful delete) waits to be written: no transition hold delays it. */
-  generationDue?: boolean
-  /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
-  hadSandbox: boolean
-  terminal: boolean
-  override?: StatusOverride
-  timer?: NodeJS.Timeout
-  dueAt?: number
-  firstDirtyAt?: number
-  writing?: Promise<void>
-  deleted: boolean
-  gone: boolean
-  backoff: Backoff
-  /** The API's status differed from the written one at the last check. */
-  inconsistent?: boolean
 }
 
 /**
@@ -103,7 +82,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private readonly transitionHoldMs: number
   private readonly now: () => Date
   private stopped = false
-  private readonly reconcileTimer: NodeJS.Timeout | undefined
+  private readonly reconcileTimer: ClockTimer | undefined
+  private readonly clock: Clock
   /** Status PATCHes sent, per UID still tracked and in total. */
   writes = 0
   readonly writesByUid = new Map<string, number>()
@@ -114,11 +94,12 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   ) {
     this.coalesceMs = opts.coalesceMs ?? DefaultStatusCoalesceMs
     this.transitionHoldMs = opts.transitionHoldMs ?? DefaultTransitionHoldMs
-    this.now = opts.now ?? (() => new Date())
+    this.clock = opts.clock ?? RealClock
+    this.now = opts.now ?? (() => new Date(this.clock.now()))
     const reconcileMs = opts.reconcileMs ?? DefaultStatusReconcileMs
     if (reconcileMs > 0) {
-      this.reconcileTimer = setInterval(() => this.reconcile(), reconcileMs)
-      this.reconcileTimer.unref()
+      this.reconcileTimer = this.clock.setInterval(() => this.reconcile(), reconcileMs)
+      this.reconcileTimer.unref?.()
     }
   }
 
@@ -131,13 +112,13 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private reconcile(): void {
     for (const e of this.entries.values()) {
       // A terminal status is final: nothing is written after it, whoever changed it.
-      const live = e.written && !isTerminalPhase(e.written.phase) && !e.timer && !e.writing && !e.gone && !this.stopped
+      const live = e.written && !isTerminalPhase(e.written.phase) && !e.wake.armed && !e.writing && !e.gone && !this.stopped
       const target = live ? this.targetOf(e) : undefined
       const differs = !!target && target.uid === e.writtenTo && needsReconcile(target.status, e.written!)
       if (differs && e.inconsistent) {
         // Written as to a new object: the whole status, against what the API holds now.
         e.writtenTo = undefined
-        e.firstDirtyAt ??= Date.now()
+        e.firstDirtyAt ??= this.clock.now()
         this.schedule(e, 0)
       }
       e.inconsistent = differs
@@ -179,6 +160,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
         deleted: false,
         gone: false,
         backoff: new Backoff(this.opts.retryInitialMs ?? DefaultStatusRetryInitialMs, this.opts.retryMaxMs ?? DefaultStatusRetryMaxMs),
+        wake: new WakeTimer(() => this.due(uid), {clock: this.clock, unref: true}),
       })
       // A new pod gets its first status soon (Pending), unless it is already finished.
       if (!isTerminalPhase(pod.status?.phase)) this.dirty(this.entries.get(uid)!)
@@ -196,7 +178,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   remove(uid: string): void {
     const e = this.entries.get(uid)
     if (!e) return
-    clearTimeout(e.timer)
+    e.wake.cancel()
     this.entries.delete(uid)
     this.writesByUid.delete(uid)
   }
@@ -223,7 +205,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const e = this.entries.get(uid)
     if (!e || starting || this.stopped) return
     // Starting ended: the hold already gathered the start's changes, so write now.
-    e.firstDirtyAt ??= Date.now()
+    e.firstDirtyAt ??= this.clock.now()
     this.schedule(e, 0)
   }
 
@@ -251,6 +233,12 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     return [...this.entries.values()].map((e) => this.view(e))
   }
 
+  /** The first tracked pod of that namespace and name with the status we hold for it: read-only, not a copy (a log poll's lookup). */
+  find(namespace: string, name: string): V1Pod | undefined {
+    for (const e of this.entries.values()) if (e.pod.metadata?.namespace === namespace && e.pod.metadata?.name === name) return {...e.pod, status: e.written ?? e.pod.status}
+    return undefined
+  }
+
   private view(e: Entry): V1Pod {
     return structuredClone({...e.pod, status: e.written ?? e.pod.status})
   }
@@ -272,33 +260,28 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   private dirty(e: Entry): void {
     if (this.stopped) return
-    e.firstDirtyAt ??= Date.now()
+    e.firstDirtyAt ??= this.clock.now()
     this.schedule(e, this.coalesceMs)
   }
 
-  /** Write no later than delay from now (an earlier deadline stands). */
+  /** Write no later than delay from now (an earlier deadline stands: the entry's WakeTimer). */
   private schedule(e: Entry, delay: number): void {
-    const due = Date.now() + delay
-    if (e.timer && e.dueAt! <= due) return
-    clearTimeout(e.timer)
-    e.dueAt = due
-    e.timer = setTimeout(() => {
-      e.timer = undefined
-      const held = !e.generationDue && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - Date.now() : 0
-      if (held > 0) {
-        this.schedule(e, held)
-        return
-      }
-      void this.flush(e)
-    }, delay)
-    e.timer.unref()
+    e.wake.wakeBy(this.clock.now() + delay)
+  }
+
+  /** The write is due: unless the pod is in transition (then it waits for the hold), it goes now. */
+  private due(uid: string): void {
+    const e = this.entries.get(uid)
+    if (!e) return
+    const held = !e.generationDue && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - this.clock.now() : 0
+    if (held > 0) return this.schedule(e, held)
+    void this.flush(e)
   }
 
   private async flush(e: Entry): Promise<void> {
     while (e.writing) await e.writing
     if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
-    clearTimeout(e.timer)
-    e.timer = undefined
+    e.wake.cancel()
     e.firstDirtyAt = undefined
     e.generationDue = false
     const p = this.write(e)
@@ -381,76 +364,14 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   /** Write every pending change now (shutdown). */
   async flushAll(): Promise<void> {
-    await Promise.all([...this.entries.values()].filter((e) => e.timer || e.writing).map((e) => this.flush(e)))
+    await Promise.all([...this.entries.values()].filter((e) => e.wake.armed || e.writing).map((e) => this.flush(e)))
   }
 
   stop(): void {
     this.stopped = true
-    clearInterval(this.reconcileTimer)
-    for (const e of this.entries.values()) clearTimeout(e.timer)
+    this.clock.clearTimeout(this.reconcileTimer)
+    for (const e of this.entries.values()) e.wake.cancel()
     this.entries.clear()
     this.writesByUid.clear()
   }
-}
-
-/** Optional fields of a pod condition that a newer condition of the same type may no longer carry. */
-const ConditionOptionalFields = ['reason', 'message', 'lastProbeTime'] as const
-
-/**
- * The patch: metadata.uid (the precondition) and the full status; top-level
- * fields we no longer report (reason, message) are cleared explicitly. The
- * API merges conditions by type, keeping fields the patch leaves out, so a
- * condition's reason and message are cleared explicitly too (a Ready=True
- * must not keep the ContainersNotReady reason of its Ready=False).
- */
-export function patchBody(uid: string, status: V1PodStatus, before: V1PodStatus | undefined): Record<string, unknown> {
-  const s: Record<string, unknown> = JSON.parse(JSON.stringify(status))
-  for (const k of ['reason', 'message', 'podIP', 'podIPs'] as const) if (before?.[k] !== undefined && status[k] === undefined) s[k] = null
-  if (Array.isArray(s.conditions)) {
-    for (const c of s.conditions as Array<Record<string, unknown>>) for (const k of ConditionOptionalFields) if (c[k] === undefined) c[k] = null
-  }
-  // podIPs merge by ip: an address that changed (the node's, then the pod network's) replaces the list, never joins it.
-  const ips = (x: V1PodStatus | undefined) => JSON.stringify((x?.podIPs ?? []).map((p) => p.ip))
-  if (Array.isArray(s.podIPs) && before?.podIPs?.length && ips(before) !== ips(status)) s.podIPs = [{$patch: 'replace'}, ...(s.podIPs as unknown[])]
-  return {metadata: {uid}, status: s}
-}
-
-/** needsUpdate: the status goes to a new object (or over someone else's), or differs from the one written. */
-function needsUpdate(e: Entry, status: V1PodStatus, moved: boolean): boolean {
-  return moved || !isDeepStrictEqual(status, e.written)
-}
-
-/** canBeDeleted: the worker is done with the pod (no process left), it is being deleted, and its terminal status is in the API. */
-function canBeDeleted(e: Entry): boolean {
-  const phase = e.written?.phase ?? e.pod.status?.phase
-  return e.terminal && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
-}
-
-/** A container status as the kubelet owns it: what it reports, not when. */
-function containerView(c: V1ContainerStatus) {
-  const kind = (s: V1ContainerState | undefined) =>
-    s?.running ? 'running' : s?.terminated ? `terminated:${s.terminated.reason ?? ''}:${s.terminated.exitCode}` : s?.waiting ? `waiting:${s.waiting.reason ?? ''}` : ''
-  return [c.name, c.ready, c.started ?? false, c.restartCount, c.containerID ?? '', kind(c.state), kind(c.lastState)]
-}
-
-/**
- * needsReconcile: the API's status differs from the one written in what the
- * kubelet owns: the phase, reason, message, addresses, the conditions it
- * wrote (status, reason, message) and the container statuses (state,
- * readiness, restarts). Times are not compared: the API keeps seconds.
- */
-export function needsReconcile(api: V1PodStatus | undefined, written: V1PodStatus): boolean {
-  if (!api) return true
-  const top = (s: V1PodStatus) => [s.phase, s.reason ?? '', s.message ?? '', s.podIP ?? '', s.hostIP ?? '']
-  // Compared as JSON: the API's lists may come from another realm (a test's VM), where deep equality fails on prototypes.
-  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
-  if (!same(top(api), top(written))) return true
-  for (const c of written.conditions ?? []) {
-    const a = api.conditions?.find((x) => x.type === c.type)
-    if (!a || a.status !== c.status || (a.reason ?? '') !== (c.reason ?? '') || (a.message ?? '') !== (c.message ?? '')) return true
-  }
-  for (const list of ['initContainerStatuses', 'containerStatuses', 'ephemeralContainerStatuses'] as const) {
-    if (!same((written[list] ?? []).map(containerView), (api[list] ?? []).map(containerView))) return true
-  }
-  return false
 }

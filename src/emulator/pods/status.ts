@@ -1,3 +1,15 @@
+import {isTerminalPhase} from '../../common/pods.js'
+import {
+  condition,
+  containersReadyCondition,
+  hasAnyRegularContainerStarted,
+  initializedCondition,
+  isSidecar,
+  readyCondition,
+  withObservedGeneration,
+  withTransitionTimes,
+  type PodPhase,
+} from './status-conditions.js'
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
 import {SandboxWaitingReason} from '../provider/handler.js'
 import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../provider/pod-defaults.js'
@@ -9,12 +21,7 @@ import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../p
  * kubelet conditions with their reasons, startTime once, host and pod IPs.
  */
 
-export type PodPhase = 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Unknown'
-
 export const ContainerStatusUnknownMessage = 'The container could not be located when the pod was terminated'
-
-/** Condition types the kubelet owns, in the order it appends them. */
-export const KubeletConditionTypes = ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'] as const
 
 /** Conditions of an in-place resize, which the provider reports (cgroups/resize.ts). */
 const ResizeConditionTypes = new Set(['PodResizePending', 'PodResizeInProgress'])
@@ -52,15 +59,12 @@ export interface StatusInput {
   override?: StatusOverride
 }
 
-export const isTerminalPhase = (phase: string | undefined): phase is 'Succeeded' | 'Failed' => phase === 'Succeeded' || phase === 'Failed'
+export {isTerminalPhase}
+export type {PodPhase}
 
 /** RFC 3339 second precision, as the kubelet writes times. */
 export function toSeconds(d: Date): Date {
   return new Date(Math.floor(d.getTime() / 1000) * 1000)
-}
-
-function isSidecar(c: V1Container): boolean {
-  return c.restartPolicy === 'Always'
 }
 
 function defaultStatus(c: V1Container, waitingReason: string): V1ContainerStatus {
@@ -175,10 +179,6 @@ function terminateAll(statuses: V1ContainerStatus[], now: Date, which: (s: V1Con
 
 const hasLastState = (s: V1ContainerStatus) => !!(s.lastState?.terminated || s.lastState?.running || s.lastState?.waiting)
 
-function hasAnyRegularContainerStarted(statuses: V1ContainerStatus[]): boolean {
-  return statuses.some((s) => !!s.state?.running || !!s.state?.terminated || !!s.lastState?.terminated)
-}
-
 /**
  * SyncPod's isTerminal, from the provider's last report: a pod-level
  * terminal phase, or every container reported and the phase they give is
@@ -254,91 +254,9 @@ export function getPhase(pod: V1Pod, initStatuses: V1ContainerStatus[], statuses
   return 'Pending'
 }
 
-const list = (names: string[]) => `[${names.join(' ')}]`
-
-function condition(type: string, status: boolean, reason?: string, message?: string): V1PodCondition {
-  return {type, status: status ? 'True' : 'False', ...(reason ? {reason} : {}), ...(message ? {message} : {})}
-}
-
-function initializedCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): V1PodCondition {
-  const inits = pod.spec!.initContainers ?? []
-  if (inits.length > 0 && initStatuses.length === 0) return condition('Initialized', false, 'UnknownContainerStatuses')
-  const unknown: string[] = []
-  const incomplete: string[] = []
-  for (const c of inits) {
-    const s = initStatuses.find((x) => x.name === c.name)
-    if (!s) unknown.push(c.name)
-    else if (isSidecar(c) ? s.started !== true : s.ready !== true) incomplete.push(c.name)
-  }
-  if (phase === 'Succeeded' && unknown.length === 0) return condition('Initialized', true, 'PodCompleted')
-  if (hasAnyRegularContainerStarted(statuses)) return condition('Initialized', true)
-  if (unknown.length || incomplete.length) {
-    const parts = [...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []), ...(incomplete.length ? [`containers with incomplete status: ${list(incomplete)}`] : [])]
-    return condition('Initialized', false, 'ContainersNotInitialized', parts.join(', '))
-  }
-  return condition('Initialized', true)
-}
-
-function containersReadyCondition(pod: V1Pod, phase: PodPhase, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[]): V1PodCondition {
-  // A terminal pod is never ready (the status manager forces this before patching).
-  if (phase === 'Succeeded') return condition('ContainersReady', false, 'PodCompleted')
-  if (phase === 'Failed') return condition('ContainersReady', false, 'PodFailed')
-  if (statuses.length === 0) return condition('ContainersReady', false, 'UnknownContainerStatuses')
-  const unknown: string[] = []
-  const unready: string[] = []
-  const check = (name: string, s: V1ContainerStatus | undefined) => {
-    if (!s) unknown.push(name)
-    else if (!s.ready) unready.push(name)
-  }
-  for (const c of (pod.spec!.initContainers ?? []).filter(isSidecar))
-    check(
-      c.name,
-      initStatuses.find((x) => x.name === c.name),
-    )
-  for (const c of pod.spec!.containers)
-    check(
-      c.name,
-      statuses.find((x) => x.name === c.name),
-    )
-  if (unknown.length || unready.length) {
-    const parts = [...(unknown.length ? [`containers with unknown status: ${list(unknown)}`] : []), ...(unready.length ? [`containers with unready status: ${list(unready)}`] : [])]
-    return condition('ContainersReady', false, 'ContainersNotReady', parts.join(', '))
-  }
-  return condition('ContainersReady', true)
-}
-
-function readyCondition(pod: V1Pod, containersReady: V1PodCondition): V1PodCondition {
-  if (containersReady.status !== 'True') return {...containersReady, type: 'Ready'}
-  const problems: string[] = []
-  for (const gate of pod.spec!.readinessGates ?? []) {
-    const c = pod.status?.conditions?.find((x) => x.type === gate.conditionType)
-    if (!c) problems.push(`corresponding condition of pod readiness gate "${gate.conditionType}" does not exist.`)
-    else if (c.status !== 'True') problems.push(`the status of pod readiness gate "${gate.conditionType}" is not "True", but ${c.status}`)
-  }
-  if (problems.length) return condition('Ready', false, 'ReadinessGatesNotReady', problems.join(', '))
-  return condition('Ready', true)
-}
-
-/** lastTransitionTime moves only when the condition's status changes. */
-function withTransitionTimes(conditions: V1PodCondition[], previous: V1PodCondition[] | undefined, now: Date): V1PodCondition[] {
-  return conditions.map((c) => {
-    const p = previous?.find((x) => x.type === c.type)
-    const at = p && p.status === c.status && p.lastTransitionTime ? new Date(p.lastTransitionTime) : now
-    return {...c, lastTransitionTime: at}
-  })
-}
-
 function podIPs(own: string | undefined, nodeIP: string): Pick<V1PodStatus, 'podIP' | 'podIPs'> {
   const ip = own || nodeIP
   return {podIP: ip, podIPs: [{ip}]}
-}
-
-/**
- * PodObservedGenerationTracking (on by default since 1.34): every condition the
- * kubelet writes carries the generation of the spec it was computed from.
- */
-function withObservedGeneration(conditions: V1PodCondition[], generation: number | undefined): V1PodCondition[] {
-  return generation === undefined ? conditions : conditions.map((c) => ({...c, observedGeneration: generation}))
 }
 
 /** The status's observedGeneration, never going back (status manager). */
@@ -391,6 +309,8 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     reason = o.reason
     message = o.message
   }
+  // The phase generateAPIPodStatus gives, before the status manager holds a terminal one back.
+  const generatedPhase = phase
   // A terminal phase is reported only once no process can still be running.
   if (isTerminalPhase(phase) && input.couldHaveRunningContainers && !o) {
     phase = isTerminalPhase(previous.phase) ? (previous.phase as PodPhase) : ((previous.phase as PodPhase | undefined) ?? 'Pending')
@@ -410,14 +330,18 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     message = previous.message
   }
 
-  const containersReady = containersReadyCondition(pod, phase, initStatuses, statuses)
+  // The conditions are generateAPIPodStatus' own, from the phase it gave: a pod whose containers are done (or past its
+  // active deadline) while a process may still run is not ready (PodCompleted, PodFailed) as its phase waits for the
+  // status manager (mergePodStatus holds the phase back, not the conditions).
+  const conditionsPhase = !isTerminalPhase(phase) && isTerminalPhase(generatedPhase) ? generatedPhase : phase
+  const containersReady = containersReadyCondition(pod, conditionsPhase, initStatuses, statuses)
   const conditions = withObservedGeneration(
     withTransitionTimes(
       [
         // A resize the provider could not apply (PodResizePending, PodResizeInProgress) comes first, as the kubelet lists it.
         ...(reported?.conditions?.filter((c) => ResizeConditionTypes.has(c.type)) ?? []),
         condition('PodReadyToStartContainers', sandboxReady && !input.podIsTerminal),
-        initializedCondition(pod, phase, initStatuses, statuses),
+        initializedCondition(pod, conditionsPhase, initStatuses, statuses),
         readyCondition(pod, containersReady),
         containersReady,
         condition('PodScheduled', true),

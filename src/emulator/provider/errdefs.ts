@@ -32,7 +32,6 @@ export function kindOf(error: unknown): ErrorKind | undefined {
 export const isNotFound = (e: unknown) => kindOf(e) === 'NotFound'
 export const isInvalidInput = (e: unknown) => kindOf(e) === 'InvalidInput'
 export const isConflict = (e: unknown) => kindOf(e) === 'Conflict'
-export const isUnavailable = (e: unknown) => kindOf(e) === 'Unavailable'
 
 /** HTTP status for the kubelet API: NotFound 404, InvalidInput 400, Conflict 409, Unavailable 503, else 500. */
 export function httpStatusOf(error: unknown): number {

@@ -3,6 +3,8 @@ import type {ServiceLookup} from '../kube/service-lister.js'
 import type {CoreV1Api, KubeConfig, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {EventRecorder} from '../kube/events.js'
 import type {PodUsage} from './usage.js'
+import type {SandboxPoolFigures} from './pool.js'
+import type {PodLookup} from './logs.js'
 
 /**
  * What the pod core asks of whatever runs pods. Every pod handed over is a
@@ -46,6 +48,9 @@ export interface PodLifecycleHandler {
   close?(): Promise<void>
   /** Per pod and container resource usage, when the provider can measure it (stats, metrics, the UI). */
   usage?(): PodUsage[]
+  /** The warm pool of pod sandboxes, when the provider keeps one (the kubelet API's /metrics, the UI). */
+  pool?(): SandboxPoolFigures | undefined
+  // A provider that keeps container logs also implements ContainerLogs (logs.ts), as one that streams implements ContainerStreaming.
 }
 
 /** What a provider is given about its node when the emulator constructs it. */
@@ -65,6 +70,8 @@ export interface ProviderContext {
   services: ServiceLookup
   /** Events about pods (Pulled-like Started/Killing/BackOff, Warnings). */
   recorder: EventRecorder
+  /** The node's pods as the status manager last wrote them: what container logs are chosen by (the kubelet's status manager). */
+  knownPod: PodLookup
 }
 
 /** Builds the provider once the node is registered. */

@@ -1,10 +1,11 @@
 import {EventEmitter} from 'node:events'
-import type {Readable, Writable} from 'node:stream'
+import type {Duplex, Readable, Writable} from 'node:stream'
 
 /**
- * What the kubelet API's exec and attach ask of a runtime (virtual-kubelet's
- * RunInContainer / AttachToContainer). Port-forward needs no runtime: pods
- * share the host network, so the server dials loopback itself.
+ * What the kubelet API's exec, attach and port-forward ask of a runtime
+ * (virtual-kubelet's RunInContainer / AttachToContainer, the CRI's
+ * PortForward). A pod on the host's network needs no runtime to forward a
+ * port: the server dials loopback itself.
  */
 
 export interface TerminalSize {
@@ -61,6 +62,25 @@ export interface ContainerStreaming {
   execInContainer(ref: ContainerRef, command: string[], io: StreamIO): Promise<void>
   /** Joins the container's main process stdio until it exits or the client leaves. */
   attachToContainer(ref: ContainerRef, io: StreamIO): Promise<void>
+  /**
+   * Port-forward to a pod with a network namespace of its own: a connection
+   * to localhost:port inside it, IPv4 then IPv6, as containerd makes it;
+   * rejects with DialError. Undefined when the pod shares the host's network.
+   */
+  dialPodPort?(uid: string, port: number, timeoutMs: number): Promise<Duplex> | undefined
+}
+
+/** One failed dial of a port-forward: the address family and the errno code (ECONNREFUSED, ETIMEDOUT, ...). */
+export interface DialAttempt {
+  family: 4 | 6
+  code: string
+}
+
+/** Neither localhost:port of the pod's network namespace answered. */
+export class DialError extends Error {
+  constructor(readonly attempts: DialAttempt[]) {
+    super(`failed to connect: ${attempts.map((a) => `IPv${a.family} ${a.code}`).join(', ')}`)
+  }
 }
 
 export function isContainerStreaming(value: unknown): value is ContainerStreaming {

@@ -12,7 +12,6 @@ import {TtlCache} from './ttl-cache.js'
  */
 
 export type AuthorizationMode = 'AlwaysAllow' | 'Webhook'
-export const AuthorizationModes: readonly AuthorizationMode[] = ['AlwaysAllow', 'Webhook']
 
 /** The kubelet's webhook cache TTLs (authentication 2 min; authorization 5 min allowed, 30 s denied). */
 export const DefaultAuthnCacheTtlMs = 2 * 60_000

@@ -4,8 +4,7 @@ import type {AddressInfo, Socket} from 'node:net'
 import {UserError} from '../../errors.js'
 import type {ContainerStreaming} from '../provider/streaming.js'
 import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
-import {CriContainerLogs} from '../runtime/container-logs.js'
-import type {ContainerLogs} from '../provider/logs.js'
+import {NoContainerLogs} from '../provider/logs.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
 import {defaultRunningCheck, type KubeletSources} from './sources.js'
 import {ensureServingCert, type ServingCert} from './serving-cert.js'
@@ -41,9 +40,6 @@ export interface KubeletServerOptions {
   clientCa?: Buffer
   reviewer: Reviewer
   readNode?: () => NodeUsage
-  followPollMs?: number
-  /** The runtime's container logs; default: the CRI log files under stateDir for the pods of sources. */
-  logs?: ContainerLogs
   /** The runtime's exec and attach (read on each request: the runtime may come later than the server). */
   streaming?: () => ContainerStreaming | undefined
   /** The kubelet's streamCreationTimeout and streamingConnectionIdleTimeout (default 30 s and 4 h). */
@@ -72,7 +68,7 @@ export class KubeletServer {
       nodeName: opts.nodeName,
       sources: opts.sources,
       readNode: () => (this.opts.readNode ?? readNodeUsage)(),
-      logs: opts.logs ?? new CriContainerLogs(opts.stateDir, opts.sources.pods, opts.followPollMs),
+      logs: opts.sources.logs ?? NoContainerLogs,
       summaries: new SummaryBuilder(),
       follows: this.follows,
       streaming: {
@@ -129,6 +125,15 @@ export class KubeletServer {
     })
     server.on('error', () => undefined)
     this.server = server
+  }
+
+  /** Covers more names or addresses (a relay's IP): the certificate is issued again and served to new connections. */
+  async addSans(sans: string[]): Promise<void> {
+    const all = [...new Set([...this.opts.sans, ...sans])]
+    if (all.length === this.opts.sans.length) return
+    this.opts.sans = all
+    this.cert = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, all)
+    this.server?.setSecureContext({key: this.cert.key, cert: this.cert.cert, minVersion: 'TLSv1.2', ...(this.opts.clientCa ? {ca: this.opts.clientCa} : {})})
   }
 
   /** Ends log streams, closes every connection, and stops listening. */

@@ -1,5 +1,8 @@
+import {podKey} from '../../common/pods.js'
+import type {ContainerLogs} from '../provider/logs.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import type {PodUsage} from '../provider/usage.js'
+import type {SandboxPoolFigures} from '../provider/pool.js'
 
 /**
  * What the kubelet API needs from the rest of the node, as small functions so
@@ -24,11 +27,13 @@ export interface KubeletSources {
   isRunning?: RunningCheck
   /** Default: no pods report usage (the node's own usage is still read from /proc). */
   usage?: UsageSource
+  /** The provider's container logs (read per request); default: none, every pod unknown. */
+  logs?: ContainerLogs
+  /** The warm pool of pod sandboxes (/metrics); default, or undefined: no pool. */
+  pool?: () => SandboxPoolFigures | undefined
 }
 
-export function podKey(namespace: string, name: string): string {
-  return `${namespace}/${name}`
-}
+export {podKey}
 
 /**
  * The default running-check: with a usage source, a pod is running when one

@@ -4,21 +4,9 @@
  * no '/', no leading '.', and so no traversal.
  */
 
-const DnsLabel = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/
-const DnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
-const Uid = /^[A-Za-z0-9-]{1,64}$/
+import {isDnsLabel, isDnsSubdomain, isUid} from '../../common/names.js'
 
-export function isDnsLabel(s: string): boolean {
-  return s.length <= 63 && DnsLabel.test(s)
-}
-
-export function isDnsSubdomain(s: string): boolean {
-  return s.length <= 253 && DnsSubdomain.test(s)
-}
-
-export function isUid(s: string): boolean {
-  return Uid.test(s)
-}
+export {isDnsLabel, isDnsSubdomain, isUid}
 
 /** Why a name is unacceptable, or undefined when it is fine. */
 export function nameProblem(what: 'namespace' | 'pod' | 'container', value: string): string | undefined {

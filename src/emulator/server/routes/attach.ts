@@ -1,3 +1,4 @@
+import {allContainersWithEphemeral} from '../../../common/pods.js'
 import {internalErrorStatus, parseRemoteCommandOptions} from '../streaming/remotecommand.js'
 import {podFullName, resolveContainer, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
 import {serveSessionRequest} from '../streaming/session-request.js'
@@ -16,7 +17,7 @@ export async function serveAttach(conn: StreamingConnection, deps: StreamingDeps
   if (!resolved) return
   const {target, container, runtime, ref, uidMatches} = resolved
   const notFound = `container ${container} not found in pod ${podFullName(target.pod)}`
-  const spec = [...(target.pod.spec?.containers ?? []), ...(target.pod.spec?.initContainers ?? []), ...(target.pod.spec?.ephemeralContainers ?? [])].find((c) => c.name === container)
+  const spec = allContainersWithEphemeral(target.pod).find((c) => c.name === container)
   if (!spec || !uidMatches || !runtime.isContainerRunning(ref)) return conn.respond(500, notFound)
   await serveSessionRequest(
     conn,

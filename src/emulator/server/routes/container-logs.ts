@@ -1,6 +1,6 @@
 import type {IncomingMessage, ServerResponse} from 'node:http'
 import {isContainerLogRefusal} from '../../provider/logs.js'
-import {LogFormatter} from '../../runtime/log-reader.js'
+import {LogFormatter} from '../log-format.js'
 import {LogOptionsError, parseLogOptions} from '../log-options.js'
 import {nameProblem, pathSegments} from '../validate.js'
 import {send} from './respond.js'

@@ -1,4 +1,6 @@
-import {connect, type Socket} from 'node:net'
+import {connect} from 'node:net'
+import type {Duplex} from 'node:stream'
+import {type ContainerStreaming, type DialAttempt, DialError} from '../../provider/streaming.js'
 import {DefaultStreamCreationTimeoutMs} from '../streaming/remotecommand.js'
 import {negotiateUpgrade, podFullName, resolveTarget, type PodTarget, type StreamingConnection, type StreamingDeps} from '../streaming/request.js'
 import {SpdySession, type SpdyStream} from '../spdy/session.js'
@@ -10,7 +12,9 @@ import {StreamingMethods, type StreamingRoute} from './route.js'
  * getPortForward and cri/streaming/portforward/httpstream.go): for each
  * forwarded connection the client opens an error stream and a data stream
  * with the same requestID and port; the data stream is joined to a TCP
- * connection to that port on loopback, since pods share the host network.
+ * connection to localhost:port in the pod's network: inside its network
+ * namespace when it has one of its own (the pod network; the runtime enters
+ * it), else on this host's loopback (a pod on the host's network).
  */
 
 export const PortForwardProtocol = 'portforward.k8s.io'
@@ -46,7 +50,7 @@ export async function servePortForward(conn: StreamingConnection, deps: Streamin
   if (!upgrade) return
   acceptSpdy(upgrade.socket, upgrade.protocol)
   const pairs = new Map<string, Pair>()
-  const forwards = new Set<Socket>()
+  const forwards = new Set<Duplex>()
   const creationMs = deps.creationTimeoutMs ?? DefaultStreamCreationTimeoutMs
 
   const session = new SpdySession(upgrade.socket, upgrade.head, {
@@ -81,7 +85,7 @@ export async function servePortForward(conn: StreamingConnection, deps: Streamin
         clearTimeout(pair.timer)
         pairs.delete(requestId)
         const complete = pair as Required<Pair>
-        queueMicrotask(() => forward(target, complete, forwards))
+        queueMicrotask(() => forward(target, complete, forwards, deps.streaming()))
       }
       return true
     },
@@ -104,12 +108,29 @@ function fail(pair: Pair, message: string): void {
   pair.data?.reset()
 }
 
-/** Dials 127.0.0.1, then ::1 (as containerd tries IPv4 and IPv6), and joins the data stream to it. */
-function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>): void {
+/**
+ * Joins the data stream to localhost:port of the pod's network, IPv4 then IPv6
+ * (as containerd dials): inside the pod's network namespace through the
+ * runtime when it has one of its own, else from here (the host's network, or
+ * a runtime that cannot enter it: the pod's own IP).
+ */
+function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Duplex>, streaming: ContainerStreaming | undefined): void {
   const port = Number(pair.data.header('port'))
   const {data, error} = pair
-  const errors: string[] = []
-  // A pod with a network namespace of its own is reached at its own address (from the host, over its bridge).
+  const failed = (attempts: DialAttempt[], host?: string) => fail(pair, dialFailure(target, port, attempts, host))
+  const inPod = streaming?.dialPodPort?.(target.pod.metadata?.uid ?? '', port, DefaultDialTimeoutMs)
+  if (inPod) {
+    inPod.then(
+      (conn) => {
+        if (data.destroyed) return conn.destroy()
+        forwards.add(conn)
+        join(data, error, conn, () => forwards.delete(conn))
+      },
+      (e: unknown) => failed(e instanceof DialError ? e.attempts : [{family: 4, code: (e as NodeJS.ErrnoException).code ?? 'EIO'}]),
+    )
+    return
+  }
+  const attempts: DialAttempt[] = []
   const podIP = ownPodIP(target)
   const attempt = (family: 4 | 6) => {
     const host = podIP ?? (family === 4 ? '127.0.0.1' : '::1')
@@ -122,10 +143,9 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>)
     tcp.once('error', (e: NodeJS.ErrnoException) => {
       if (connected) return
       forwards.delete(tcp)
-      errors.push(`${family === 4 ? `IPv4: dial tcp4 ${podIP ?? '127.0.0.1'}` : 'IPv6 dial tcp6 [::1]'}:${port}: ${dialReason(e)}`)
+      attempts.push({family, code: e.code ?? e.message})
       if (family === 4 && !podIP && !data.destroyed) return attempt(6)
-      const message = `error forwarding port ${port} to pod ${target.namespace}/${target.name}, uid ${target.pod.metadata?.uid ?? ''}: failed to connect to localhost:${port}, ${errors.join(' ')}`
-      fail(pair, message)
+      failed(attempts, podIP)
     })
     tcp.once('connect', () => {
       connected = true
@@ -137,6 +157,12 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Socket>)
   if (!data.destroyed) attempt(4)
 }
 
+/** The kubelet's words for a dial that failed: each family's address and reason, as Go's net.Dial says them. */
+function dialFailure(target: PodTarget, port: number, attempts: DialAttempt[], podIP?: string): string {
+  const words = attempts.map((a) => (a.family === 4 ? `IPv4: dial tcp4 ${podIP ?? '127.0.0.1'}:${port}: ${dialReason(a.code)}` : `IPv6 dial tcp6 [::1]:${port}: ${dialReason(a.code)}`))
+  return `error forwarding port ${port} to pod ${target.namespace}/${target.name}, uid ${target.pod.metadata?.uid ?? ''}: failed to connect to localhost:${port}, ${words.join(' ')}`
+}
+
 /** The pod's own IPv4 address when it is not on the host network; undefined otherwise. */
 function ownPodIP(target: PodTarget): string | undefined {
   const status = target.pod.status
@@ -144,16 +170,16 @@ function ownPodIP(target: PodTarget): string | undefined {
   return ip && !target.pod.spec?.hostNetwork && ip !== status?.hostIP ? ip : undefined
 }
 
-function dialReason(e: NodeJS.ErrnoException): string {
-  if (e.code === 'ECONNREFUSED') return 'connect: connection refused'
-  if (e.code === 'ETIMEDOUT') return 'i/o timeout'
-  if (e.code === 'EADDRNOTAVAIL') return 'connect: cannot assign requested address'
-  if (e.code === 'ENETUNREACH') return 'connect: network is unreachable'
-  return e.message
+function dialReason(code: string): string {
+  if (code === 'ECONNREFUSED') return 'connect: connection refused'
+  if (code === 'ETIMEDOUT') return 'i/o timeout'
+  if (code === 'EADDRNOTAVAIL') return 'connect: cannot assign requested address'
+  if (code === 'ENETUNREACH') return 'connect: network is unreachable'
+  return code
 }
 
 /** Copies both ways; when either side is gone the other is closed, then the error stream ends empty. */
-function join(data: SpdyStream, error: SpdyStream, tcp: Socket, done: () => void): void {
+function join(data: SpdyStream, error: SpdyStream, tcp: Duplex, done: () => void): void {
   data.pipe(tcp)
   tcp.pipe(data)
   tcp.on('error', () => undefined)

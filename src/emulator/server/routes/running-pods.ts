@@ -1,5 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import {PodPidsAnnotation} from '../../node/node-status.js'
+import {PodPidsAnnotation} from '../../../common/labels.js'
 import {defaultRunningCheck, type KubeletSources} from '../sources.js'
 import {podList} from './pods.js'
 import {sendJson} from './respond.js'

@@ -2,6 +2,7 @@ import {AttachRoute} from './attach.js'
 import {ContainerLogsRoute} from './container-logs.js'
 import {ExecRoute} from './exec.js'
 import {HealthzRoute} from './healthz.js'
+import {MetricsRoute} from './metrics.js'
 import {MetricsResourceRoute} from './metrics-resource.js'
 import {PodsRoute} from './pods.js'
 import {PortForwardRoute} from './port-forward.js'
@@ -13,7 +14,18 @@ import {StatsSummaryRoute} from './stats-summary.js'
  * Every path the kubelet API of a node answers. No two routes overlap, so the
  * order only groups them: read-only endpoints, logs, then the streaming ones.
  */
-export const KubeletRoutes: readonly Route[] = [HealthzRoute, PodsRoute, RunningPodsRoute, StatsSummaryRoute, MetricsResourceRoute, ContainerLogsRoute, ExecRoute, AttachRoute, PortForwardRoute]
+export const KubeletRoutes: readonly Route[] = [
+  HealthzRoute,
+  PodsRoute,
+  RunningPodsRoute,
+  StatsSummaryRoute,
+  MetricsRoute,
+  MetricsResourceRoute,
+  ContainerLogsRoute,
+  ExecRoute,
+  AttachRoute,
+  PortForwardRoute,
+]
 
 export function findRoute(path: string, routes: readonly Route[] = KubeletRoutes): Route | undefined {
   return routes.find((r) => routeMatches(r, path))

@@ -1,0 +1,45 @@
+import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
+import {isDeepStrictEqual} from 'node:util'
+import type {WakeTimer} from '../../common/wake-timer.js'
+import type {Backoff} from '../kube/backoff.js'
+import {isTerminalPhase, type StatusOverride} from './status.js'
+
+/** What the status manager holds for one pod UID. */
+export interface Entry {
+  uid: string
+  /** The latest pod from the API. */
+  pod: V1Pod
+  reported?: V1PodStatus
+  written?: V1PodStatus
+  /** The UID of the object the last status went to (the pod itself, or a static pod's mirror). */
+  writtenTo?: string
+  /** A static pod: its status is written onto its mirror pod. */
+  isStatic: boolean
+  sandboxReady: boolean
+  /** A new generation (a spec change, a graceful delete) waits to be written: no transition hold delays it. */
+  generationDue?: boolean
+  /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
+  hadSandbox: boolean
+  terminal: boolean
+  override?: StatusOverride
+  /** When the next write is due (its deadline only moves earlier). */
+  wake: WakeTimer
+  firstDirtyAt?: number
+  writing?: Promise<void>
+  deleted: boolean
+  gone: boolean
+  backoff: Backoff
+  /** The API's status differed from the written one at the last check. */
+  inconsistent?: boolean
+}
+
+/** needsUpdate: the status goes to a new object (or over someone else's), or differs from the one written. */
+export function needsUpdate(e: Entry, status: V1PodStatus, moved: boolean): boolean {
+  return moved || !isDeepStrictEqual(status, e.written)
+}
+
+/** canBeDeleted: the worker is done with the pod (no process left), it is being deleted, and its terminal status is in the API. */
+export function canBeDeleted(e: Entry): boolean {
+  const phase = e.written?.phase ?? e.pod.status?.phase
+  return e.terminal && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
+}

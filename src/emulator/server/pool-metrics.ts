@@ -1,0 +1,40 @@
+import type {SandboxPoolFigures} from '../provider/pool.js'
+import {renderFamilies} from './metrics.js'
+
+/**
+ * /metrics: the node's own figures in the Prometheus text format, as the
+ * kubelet serves its own there. vnode's is the warm pool of pod sandboxes;
+ * a node without a pool (no pod network) has none of these families.
+ */
+export function poolMetrics(pool: SandboxPoolFigures | undefined, now = new Date()): string {
+  if (!pool) return renderFamilies([], now.getTime())
+  const gauge = (name: string, help: string, value: number) => ({name, help, type: 'gauge' as const, samples: [{labels: {}, value}]})
+  return renderFamilies(
+    [
+      {
+        name: 'vnode_sandbox_pool_entries',
+        help: 'Entries of the warm pool of pod network sandboxes, by state (ready to lease, being made)',
+        type: 'gauge',
+        samples: [
+          {labels: {state: 'ready'}, value: pool.ready},
+          {labels: {state: 'making'}, value: pool.making},
+        ],
+      },
+      gauge('vnode_sandbox_pool_target_entries', 'Entries the pool is sized to now, from the recent pod start rate', pool.target),
+      gauge('vnode_sandbox_pool_floor_entries', 'Entries the pool keeps however quiet the node is', pool.floor),
+      gauge('vnode_sandbox_pool_cap_entries', 'Entries the pool never exceeds', pool.cap),
+      {
+        name: 'vnode_sandbox_pool_leases_total',
+        help: 'Pod sandbox setups that took a ready entry (hit) or found the pool empty (miss)',
+        type: 'counter',
+        samples: [
+          {labels: {result: 'hit'}, value: pool.hits},
+          {labels: {result: 'miss'}, value: pool.misses},
+        ],
+      },
+      {name: 'vnode_sandbox_pool_failures_total', help: 'Pool entries that could not be made', type: 'counter', samples: [{labels: {}, value: pool.failures}]},
+      {name: 'vnode_sandbox_pool_broken_total', help: 'Pool entries found unusable at lease (their namespace gone) and destroyed', type: 'counter', samples: [{labels: {}, value: pool.broken}]},
+    ],
+    now.getTime(),
+  )
+}

@@ -1,0 +1,12 @@
+import {MetricsContentType} from '../metrics.js'
+import {poolMetrics} from '../pool-metrics.js'
+import {send} from './respond.js'
+import {type PlainRoute, ReadMethods, withSlash} from './route.js'
+
+/** GET /metrics (the kubelet's own metrics endpoint): the node's warm pool of pod sandboxes. */
+export const MetricsRoute: PlainRoute = {
+  kind: 'plain',
+  paths: withSlash('/metrics'),
+  methods: ReadMethods,
+  serve: (_req, res, _url, ctx) => send(res, 200, poolMetrics(ctx.sources.pool?.()), MetricsContentType),
+}
