@@ -1,3 +1,4 @@
+import {allContainerStatuses} from '../common/pods.js'
 import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isNotFound} from '../emulator/kube/errors.js'
 import {EventReason} from '../emulator/kube/event-reasons.js'
@@ -83,9 +84,9 @@ async function isGone(session: KubeSession, target: KillTarget, uid: string): Pr
 /** Container exits not yet reported, by comparing the last seen statuses with the new ones. */
 export function newExits(before: V1Pod | undefined, after: V1Pod): {container: string; exitCode?: number; signal?: number; reason?: string}[] {
   const prev = new Map<string, V1ContainerStatus>()
-  for (const c of [...(before?.status?.initContainerStatuses ?? []), ...(before?.status?.containerStatuses ?? [])]) prev.set(c.name, c)
+  for (const c of allContainerStatuses(before)) prev.set(c.name, c)
   const out: {container: string; exitCode?: number; signal?: number; reason?: string}[] = []
-  for (const c of [...(after.status?.initContainerStatuses ?? []), ...(after.status?.containerStatuses ?? [])]) {
+  for (const c of allContainerStatuses(after)) {
     const t = c.state?.terminated
     if (!t) continue
     const p = prev.get(c.name)?.state?.terminated

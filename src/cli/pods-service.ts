@@ -1,10 +1,18 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {ListFirst, runWatchLoop} from '../emulator/kube/watch-loop.js'
 import type {PodWatchHandle, WatchEventType} from '../kubectl/pod-watch.js'
-import {NodeMarkerLabel, PodPidsAnnotation} from '../emulator/node/node-status.js'
 import type {KubeSession} from './session.js'
-import {SandboxLabel} from '../emulator/runtime/sandbox/spec.js'
-import {PodSandboxAnnotation} from '../kubectl/pods-printer.js'
+import {
+  NodeMarkerLabel,
+  PodNetworkAnnotation,
+  PodPidsAnnotation,
+  PodRelayAnnotation,
+  PodSandboxAnnotation,
+  PodWallsAnnotation,
+  RelayAnnotation,
+  SandboxLabel,
+  WallsAnnotation,
+} from '../common/labels.js'
 
 export interface PodQuery {
   /** undefined: all namespaces (-A). */
@@ -161,11 +169,21 @@ export function watchVnodePods(
 export async function attachPids(session: KubeSession, pods: V1Pod[], nodes: string[]): Promise<void> {
   const byUid = new Map<string, string>()
   const sandboxByNode = new Map<string, string>()
+  const wallsByNode = new Map<string, string>()
+  const networkByNode = new Map<string, string>()
+  // The node's relay pod, or '' for a node read without one (direct).
+  const relayByNode = new Map<string, string>()
   await Promise.all(
     nodes.map(async (name) => {
       try {
-        const mode = (await session.core.readNode({name})).metadata?.labels?.[SandboxLabel]
+        const meta = (await session.core.readNode({name})).metadata
+        const mode = meta?.labels?.[SandboxLabel]
         if (mode) sandboxByNode.set(name, mode)
+        const walls = meta?.annotations?.[WallsAnnotation]
+        if (walls) wallsByNode.set(name, walls)
+        const network = meta?.annotations?.[PodNetworkAnnotation]
+        if (network) networkByNode.set(name, network)
+        relayByNode.set(name, meta?.annotations?.[RelayAnnotation] ?? '')
       } catch {
         /* no mode to show */
       }
@@ -186,5 +204,12 @@ export async function attachPids(session: KubeSession, pods: V1Pod[], nodes: str
     if (pids) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodPidsAnnotation]: pids}}
     const mode = sandboxByNode.get(p.spec?.nodeName ?? '')
     if (mode) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodSandboxAnnotation]: mode}}
+    const walls = wallsByNode.get(p.spec?.nodeName ?? '')
+    if (walls) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodWallsAnnotation]: walls}}
+    // A hostNetwork pod is on the host whatever its node does.
+    const network = p.spec?.hostNetwork ? 'host: hostNetwork' : networkByNode.get(p.spec?.nodeName ?? '')
+    if (network) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodNetworkAnnotation]: network}}
+    const relay = relayByNode.get(p.spec?.nodeName ?? '')
+    if (relay !== undefined) p.metadata = {...p.metadata, annotations: {...p.metadata?.annotations, [PodRelayAnnotation]: relay}}
   }
 }

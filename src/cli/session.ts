@@ -11,6 +11,8 @@ export interface KubeSession {
   lib: typeof k8s
   kc: k8s.KubeConfig
   core: k8s.CoreV1Api
+  /** The configuration core is built on (with --request-timeout): `new session.lib.XApi(session.config)` for other API groups. */
+  config: k8s.Configuration
   server: string
   /** --namespace, else the context's namespace, else "default" (kubectl's rule). */
   namespace: string
@@ -41,6 +43,7 @@ export async function openSession(flags: KubeFlagValues): Promise<KubeSession> {
     lib,
     kc,
     core: new lib.CoreV1Api(config),
+    config,
     server,
     namespace: flags.namespace || contextNamespace || 'default',
     requestTimeoutMs,

@@ -6,21 +6,26 @@ import {readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {UserError} from '../errors.js'
 import {findBinaries, type BinaryPaths} from './binaries.js'
-import {type CertPair, createCa, createServiceAccountKeys, ensurePrivateDir, issueCert} from '../common/pki.js'
+import {registerStateDir} from '../common/state-dirs.js'
+import {ensurePrivateDir} from '../common/pki.js'
+import {createClusterCa, createPki, kubeconfigYaml, type Pki} from './cluster-pki.js'
+import {claimClusterNetwork, type ClusterNetwork, releaseClusterNetwork, slotNetwork} from './cluster-network.js'
+import {caFingerprint} from '../common/service-route.js'
 import {freePort, portOr} from '../common/ports.js'
-import {isAlive, signal, waitGone} from './process.js'
 import {hostAddresses} from './host.js'
-import {aggregationArgs, createFrontProxyPki, type FrontProxyPki} from './aggregation.js'
+import {isAlive, signal, waitGone} from './process.js'
+import {aggregationArgs} from './aggregation.js'
 import {type ServicesState, startServices, stopServices} from './services/services.js'
 
 export const DefaultApiServerPort = 6443
 export const DefaultReadyTimeoutMs = 90_000
 export const DefaultStopTimeoutMs = 15_000
-export const ServiceClusterIpRange = '10.0.0.0/24'
-/** The controller-manager gives each node a /24 of it as spec.podCIDR. */
-export const ClusterPodCidr = '10.244.0.0/16'
+/** The first local cluster's ranges; each further one on the host gets its own (cluster-network.ts). */
+export const ServiceClusterIpRange = slotNetwork(0).serviceCidr
+/** The controller-manager gives each node a /24 of the cluster's pod range as spec.podCIDR. */
+export const ClusterPodCidr = slotNetwork(0).podCidr
 export const NodeCidrMaskSize = 24
-export const ContextName = 'vnode'
+export {ContextName, LocalClusterCaName} from './cluster-pki.js'
 
 /** Components in start order; stopped in reverse. */
 export const Components = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const
@@ -37,6 +42,10 @@ export interface ClusterState {
   startedAt: string
   /** kube-proxy, metrics-server and CoreDNS, when started with them. */
   services?: ServicesState
+  /** This cluster's addresses and device (cluster-network.ts). */
+  network?: ClusterNetwork
+  /** Names the cluster on its device (service-route.ts). */
+  caFingerprint?: string
 }
 
 export interface ClusterOptions {
@@ -54,6 +63,8 @@ export interface ClusterOptions {
   apiserverArgs?: string[]
   /** Also run kube-proxy, metrics-server and CoreDNS (those the host allows). */
   services?: boolean
+  /** Keep the API server on loopback, with no device of its own (pods of its nodes stay on the host network). */
+  loopback?: boolean
   log?: (line: string) => void
 }
 
@@ -84,67 +95,6 @@ export function componentStatuses(state: ClusterState): ComponentStatus[] {
     const pid = state.pids[name]
     return {name, pid, running: pid !== undefined && isAlive(pid)}
   })
-}
-
-function b64(path: string): string {
-  return readFileSync(path).toString('base64')
-}
-
-/** A kubeconfig with everything embedded, so it can be copied elsewhere. */
-export function kubeconfigYaml(server: string, ca: string, user: CertPair, userName: string): string {
-  return [
-    'apiVersion: v1',
-    'kind: Config',
-    'clusters:',
-    `- name: ${ContextName}`,
-    '  cluster:',
-    `    server: ${server}`,
-    `    certificate-authority-data: ${b64(ca)}`,
-    'users:',
-    `- name: ${userName}`,
-    '  user:',
-    `    client-certificate-data: ${b64(user.cert)}`,
-    `    client-key-data: ${b64(user.key)}`,
-    'contexts:',
-    `- name: ${ContextName}`,
-    '  context:',
-    `    cluster: ${ContextName}`,
-    `    user: ${userName}`,
-    `current-context: ${ContextName}`,
-    '',
-  ].join('\n')
-}
-
-interface Pki {
-  ca: CertPair
-  apiserver: CertPair
-  admin: CertPair
-  kubeletClient: CertPair
-  controllerManager: CertPair
-  scheduler: CertPair
-  sa: {key: string; pub: string}
-  frontProxy: FrontProxyPki
-}
-
-async function createPki(dir: string): Promise<Pki> {
-  const pki = join(dir, 'pki')
-  const ca = await createCa(pki, 'vnode-cluster-ca')
-  const sans = ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', '127.0.0.1', '10.0.0.1', ...hostAddresses()]
-  return {
-    ca,
-    apiserver: await issueCert(pki, ca, {name: 'apiserver', commonName: 'kube-apiserver', sans, usage: 'server'}),
-    admin: await issueCert(pki, ca, {name: 'admin', commonName: 'kubernetes-admin', organizations: ['system:masters'], usage: 'client'}),
-    kubeletClient: await issueCert(pki, ca, {
-      name: 'apiserver-kubelet-client',
-      commonName: 'kube-apiserver-kubelet-client',
-      organizations: ['system:masters'],
-      usage: 'client',
-    }),
-    controllerManager: await issueCert(pki, ca, {name: 'controller-manager', commonName: 'system:kube-controller-manager', usage: 'client'}),
-    scheduler: await issueCert(pki, ca, {name: 'scheduler', commonName: 'system:kube-scheduler', usage: 'client'}),
-    sa: await createServiceAccountKeys(pki),
-    frontProxy: await createFrontProxyPki(pki),
-  }
 }
 
 async function spawnDaemon(bin: string, args: string[], logFile: string): Promise<number> {
@@ -210,8 +160,9 @@ async function waitReady(state: ClusterState, pki: Pki, timeoutMs: number, log: 
 }
 
 /**
- * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on
- * loopback and waits until the API server reports ready. Idempotent: a
+ * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+ * (the API server on the cluster's own address, cluster-network.ts; the
+ * others on loopback) and waits until the API server reports ready. Idempotent: a
  * cluster already running in dir is reported, not started twice.
  */
 export async function startCluster(opts: ClusterOptions): Promise<ClusterState> {
@@ -222,11 +173,29 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
     return existing
   }
   if (existing) await stopCluster(opts.dir)
-  const bins: BinaryPaths = findBinaries(opts.binDir)
+  findBinaries(opts.binDir)
   await ensurePrivateDir(opts.dir)
+  // Every node hides this dir (its CA key) from its containers.
+  registerStateDir(opts.dir)
   await mkdir(join(opts.dir, 'logs'), {recursive: true, mode: 0o700})
   log('generating certificates')
-  const pki = await createPki(opts.dir)
+  const fingerprint = caFingerprint(readFileSync((await createClusterCa(opts.dir)).cert))
+  const network = await claimClusterNetwork(opts.dir, fingerprint, opts.loopback)
+  if (network.reason) log(`API server on loopback: ${network.reason}`)
+  else log(`API server on ${network.apiAddress} (device ${network.device}), services ${network.serviceCidr}, pods ${network.podCidr}`)
+  try {
+    return await startOn(opts, network, fingerprint)
+  } catch (error) {
+    await stopCluster(opts.dir)
+    await releaseClusterNetwork(network, fingerprint)
+    throw error
+  }
+}
+
+async function startOn(opts: ClusterOptions, network: ClusterNetwork, fingerprint: string): Promise<ClusterState> {
+  const log = opts.log ?? (() => undefined)
+  const bins: BinaryPaths = findBinaries(opts.binDir)
+  const pki = await createPki(opts.dir, [network.apiAddress, network.kubernetesIp])
   // Nothing listens on a port until its component starts: the kernel may hand the same free port out twice.
   const handedOut = new Set<number>()
   const distinctFreePort = async (): Promise<number> => {
@@ -235,7 +204,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       if (!handedOut.has(p)) return (handedOut.add(p), p)
     }
   }
-  const apiserverPort = opts.port === undefined ? await portOr(DefaultApiServerPort) : opts.port === 0 ? await distinctFreePort() : opts.port
+  const apiserverPort = opts.port === undefined ? await portOr(DefaultApiServerPort, network.apiAddress) : opts.port === 0 ? await distinctFreePort() : opts.port
   handedOut.add(apiserverPort)
   const ports = {
     apiserver: apiserverPort,
@@ -244,7 +213,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
     controllerManager: await distinctFreePort(),
     scheduler: await distinctFreePort(),
   }
-  const server = `https://127.0.0.1:${ports.apiserver}`
+  const server = `https://${network.apiAddress}:${ports.apiserver}`
   const kubeconfig = join(opts.dir, 'kubeconfig')
   await writeFile(kubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.admin, 'vnode-admin'), {mode: 0o600})
   const cmKubeconfig = join(opts.dir, 'controller-manager.kubeconfig')
@@ -252,7 +221,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
   const schedKubeconfig = join(opts.dir, 'scheduler.kubeconfig')
   await writeFile(schedKubeconfig, kubeconfigYaml(server, pki.ca.cert, pki.scheduler, 'system:kube-scheduler'), {mode: 0o600})
 
-  const state: ClusterState = {dir: opts.dir, server, kubeconfig, pids: {}, commands: {}, ports, startedAt: new Date().toISOString()}
+  const state: ClusterState = {dir: opts.dir, server, kubeconfig, pids: {}, commands: {}, ports, startedAt: new Date().toISOString(), network, caFingerprint: fingerprint}
   const logFile = (c: Component) => join(opts.dir, 'logs', `${c}.log`)
   const etcdClient = `http://127.0.0.1:${ports.etcdClient}`
   const etcdPeer = `http://127.0.0.1:${ports.etcdPeer}`
@@ -272,8 +241,9 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
     'kube-apiserver': [
       ...aggregationArgs(pki.frontProxy),
       `--etcd-servers=${etcdClient}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
+      // One address: the cluster's own on this host (pods reach it, nothing routes it off the machine), or loopback.
+      `--bind-address=${network.apiAddress}`,
+      `--advertise-address=${network.apiAddress}`,
       `--secure-port=${ports.apiserver}`,
       `--cert-dir=${join(opts.dir, 'pki')}`,
       `--tls-cert-file=${pki.apiserver.cert}`,
@@ -284,7 +254,7 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
       `--service-account-key-file=${pki.sa.pub}`,
       `--service-account-signing-key-file=${pki.sa.key}`,
-      `--service-cluster-ip-range=${ServiceClusterIpRange}`,
+      `--service-cluster-ip-range=${network.serviceCidr}`,
       '--authorization-mode=Node,RBAC',
       // kubeadm's order: a node's Hostname often resolves to loopback, which the API server refuses to proxy to.
       '--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname',
@@ -311,9 +281,9 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--profiling=false',
       // Each node gets spec.podCIDR, which a pod network takes its addresses from.
       '--allocate-node-cidrs=true',
-      `--cluster-cidr=${ClusterPodCidr}`,
+      `--cluster-cidr=${network.podCidr}`,
       `--node-cidr-mask-size=${NodeCidrMaskSize}`,
-      `--service-cluster-ip-range=${ServiceClusterIpRange}`,
+      `--service-cluster-ip-range=${network.serviceCidr}`,
     ],
     'kube-scheduler': [
       `--kubeconfig=${schedKubeconfig}`,
@@ -326,34 +296,32 @@ export async function startCluster(opts: ClusterOptions): Promise<ClusterState> 
       '--profiling=false',
     ],
   }
-  try {
-    for (const c of Components) {
-      log(`starting ${c}`)
-      state.commands[c] = [bins[c], ...args[c]]
-      state.pids[c] = await spawnDaemon(bins[c], args[c], logFile(c))
-      await writeState(state)
-      if (c === 'kube-apiserver') {
-        await waitReady(state, pki, DefaultReadyTimeoutMs, log)
-        log('API server ready')
-      }
+  for (const c of Components) {
+    log(`starting ${c}`)
+    state.commands[c] = [bins[c], ...args[c]]
+    state.pids[c] = await spawnDaemon(bins[c], args[c], logFile(c))
+    await writeState(state)
+    if (c === 'kube-apiserver') {
+      await waitReady(state, pki, DefaultReadyTimeoutMs, log)
+      log('API server ready')
     }
-    if (opts.services) {
-      state.services = await startServices({
-        dir: opts.dir,
-        server,
-        ca: pki.ca,
-        kubectl: bins.kubectl,
-        serviceCidr: ServiceClusterIpRange,
-        hostIp: hostAddresses()[0],
-        kubeconfigYaml: (user, name) => kubeconfigYaml(server, pki.ca.cert, user, name),
-        spawn: spawnDaemon,
-        log,
-      })
-      await writeState(state)
-    }
-  } catch (error) {
-    await stopCluster(opts.dir)
-    throw error
+  }
+  if (opts.services) {
+    state.services = await startServices({
+      dir: opts.dir,
+      server,
+      ca: pki.ca,
+      kubectl: bins.kubectl,
+      serviceCidr: network.serviceCidr,
+      clusterDns: network.clusterDns,
+      serviceRoute: network.device,
+      fingerprint,
+      hostIp: hostAddresses()[0],
+      kubeconfigYaml: (user, name) => kubeconfigYaml(server, pki.ca.cert, user, name),
+      spawn: spawnDaemon,
+      log,
+    })
+    await writeState(state)
   }
   return state
 }
@@ -394,6 +362,7 @@ export async function stopCluster(dir: string, timeoutMs = DefaultStopTimeoutMs)
     for (const p of left) signal(p, 'SIGKILL')
     await waitGone(left, 5000)
   }
+  await releaseClusterNetwork(state.network, state.caFingerprint ?? '')
   await rm(stateFile(dir), {force: true})
   return statuses
 }

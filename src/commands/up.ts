@@ -3,11 +3,15 @@ import type {Emulator, EmulatorOptions} from '../emulator/emulator.js'
 import {parseDuration} from '../cli/duration.js'
 import {kubeFlags} from '../cli/flags.js'
 import {UserError} from '../errors.js'
+import type {NodeNotes} from '../ui/node-notes.js'
 
-function parseLabel(s: string): [string, string] {
-  const i = s.indexOf('=')
-  if (i <= 0) throw new UserError(`invalid --label "${s}": expected key=value`)
-  return [s.slice(0, i), s.slice(i + 1)]
+/** key=value, for the flag named (its error names it). */
+function parseLabel(flag: string): (s: string) => [string, string] {
+  return (s) => {
+    const i = s.indexOf('=')
+    if (i <= 0) throw new UserError(`invalid ${flag} "${s}": expected key=value`)
+    return [s.slice(0, i), s.slice(i + 1)]
+  }
 }
 
 /** key[=value]:Effect, as `kubectl taint` writes it. */
@@ -15,6 +19,14 @@ export function parseTaint(s: string): {key: string; value?: string; effect: str
   const m = /^([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(s)
   if (!m) throw new UserError(`invalid --taint "${s}": expected key[=value]:NoSchedule|PreferNoSchedule|NoExecute`)
   return {key: m[1], value: m[2], effect: m[3]}
+}
+
+/** --sandbox-pool FLOOR:CAP; undefined: the runtime's defaults. */
+export function parsePoolSize(s: string | undefined): {floor: number; cap: number} | undefined {
+  if (s === undefined) return undefined
+  const m = /^(\d+):(\d+)$/.exec(s)
+  if (!m || Number(m[1]) > Number(m[2])) throw new UserError(`invalid --sandbox-pool "${s}": expected FLOOR:CAP with FLOOR <= CAP, e.g. 1:16 (0:0 for none)`)
+  return {floor: Number(m[1]), cap: Number(m[2])}
 }
 
 export default class Up extends Command {
@@ -33,6 +45,14 @@ export default class Up extends Command {
     'node-ip': Flags.string({description: 'InternalIP to report (default: the address the API server can reach)'}),
     port: Flags.integer({description: 'kubelet API port; 0 for any free port; a port given here must be free (default: 10250, or a free one when taken)', min: 0, max: 65535}),
     'state-dir': Flags.string({description: 'directory for pod sandboxes, logs and records'}),
+    hide: Flags.string({description: 'a host path no container sees, beside the default credential locations (repeatable; docs/SECURITY.md)', multiple: true}),
+    'fs-walls': Flags.string({
+      description: "the sandbox's writable layer per container and its hidden paths; off: no layer (the host read-only) and only the state dir hidden, to measure what they cost",
+      options: ['on', 'off'],
+      default: 'on',
+      hidden: true,
+    }),
+    expose: Flags.string({description: 'a default hidden location containers see after all, e.g. ~/.docker (repeatable; state dirs stay hidden)', multiple: true}),
     cgroups: Flags.string({
       description: 'cgroups for pods and containers (limits enforced, usage from the kernel): auto picks v2, then v1, else none (limits not enforced, a Warning per pod)',
       options: ['auto', 'v1', 'v2', 'none'],
@@ -41,6 +61,9 @@ export default class Up extends Command {
     'pod-max-pids': Flags.integer({description: 'maximum processes per pod (pids.max of the pod cgroup); -1 for no limit', default: -1, min: -1}),
     images: Flags.string({description: 'YAML image map: image names (with * globs) to the program to run for containers without a command; its entries come before the built-in ones'}),
     manifests: Flags.string({description: 'directory of static pod manifests (one Pod per YAML or JSON file) to run, each with a mirror pod'}),
+    'virtual-kubelet-events': Flags.boolean({
+      description: "also record virtual-kubelet's event reasons (MandatoryConfigMapNotFound, OptionalSecretNotFound, ...) where virtual-kubelet records them, beside the kubelet's",
+    }),
     'no-reregister': Flags.boolean({description: 'do not re-create the Node when it is deleted out of band'}),
     'kube-api-qps': Flags.integer({description: 'API requests per second this node may make; 0 for no limit', default: 50, min: 0}),
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
@@ -59,10 +82,29 @@ export default class Up extends Command {
     }),
     'pod-network': Flags.string({
       description:
-        'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox, when the API server is not on loopback: in-cluster config must reach it), on, off (the host network)',
+        'a network namespace and address per pod from the CNI plugins: auto (as root, with the sandbox, when the API server is not on loopback: in-cluster config must reach it; `cluster up` as root gives it an address pods reach), on, off (the host network)',
       options: ['auto', 'on', 'off'],
       default: 'auto',
     }),
+    'sandbox-pool': Flags.string({
+      description:
+        "the warm pool of pod network sandboxes (a namespace, its veth and an address, made ahead of pod starts), as FLOOR:CAP: its size follows the recent start rate between the two; 0:0 for none (default: the runtime's own, said at start)",
+    }),
+    'allowed-namespaces': Flags.string({
+      description:
+        "namespaces whose pods may run here, comma-separated, or * for all; a pod from another fails admission (default: every namespace on the local control plane of `kubectl vnode cluster up`, else the kubeconfig context's namespace)",
+    }),
+    relay: Flags.string({
+      description:
+        "where the API server reaches this node's kubelet API (logs, exec, port-forward, metrics): auto (checked after registration: direct when the API server reaches this host, else a relay pod in the cluster), on, off",
+      options: ['auto', 'on', 'off'],
+      default: 'auto',
+    }),
+    'relay-namespace': Flags.string({description: 'namespace of the relay pod and its ConfigMap (created when missing)', default: 'vnode-system'}),
+    'relay-image': Flags.string({description: 'image of the relay pod: any image with python3 (3.8+) on its PATH', default: 'python:3-alpine'}),
+    'relay-port': Flags.integer({description: "the relay's kubelet port, published as the node's", default: 10250, min: 1, max: 65535}),
+    'relay-tunnel-port': Flags.integer({description: "the relay's tunnel port, on the relay pod's loopback", default: 10251, min: 1, max: 65535, hidden: true}),
+    'relay-node-selector': Flags.string({description: 'a node label key=value the relay pod must run on (repeatable)', multiple: true}),
     'no-tui': Flags.boolean({description: 'print one line per change instead of the terminal dashboard'}),
     output: Flags.string({char: 'o', description: 'line output format when not on a terminal', options: ['plain', 'json'], default: 'plain'}),
   }
@@ -72,8 +114,8 @@ export default class Up extends Command {
     const requestTimeoutMs = parseDuration('--request-timeout', flags['request-timeout'], {bareSeconds: true})
     const {hostname} = await import('node:os')
     const {resolve} = await import('node:path')
-    const {ImageMap} = await import('../emulator/runtime/images.js')
-    const {defaultImageMap} = await import('../emulator/runtime/default-images.js')
+    const {ImageMap, defaultImageMap, detectCgroups, detectSandbox, detectPodNetwork, clusterDnsFor, podNetworkFor, podNetworkSummary, sandboxWalls} = await import('../emulator/runtime/host.js')
+    const {CgroupsLabel, PodNetworkAnnotation, SandboxLabel} = await import('../common/labels.js')
     // Read the image map before registering, so a bad file fails before the node exists.
     const userImages = flags.images
       ? await ImageMap.load(flags.images).catch((error: Error) => {
@@ -81,15 +123,37 @@ export default class Up extends Command {
         })
       : undefined
     const images = (userImages ?? new ImageMap()).over(defaultImageMap())
-    const {CgroupsLabel, detectCgroups} = await import('../emulator/runtime/cgroups/detect.js')
     const cgroups = detectCgroups(flags.cgroups as 'auto' | 'v1' | 'v2' | 'none')
     if (cgroups.mode === 'none' && flags.cgroups !== 'auto' && flags.cgroups !== 'none') throw new UserError(`--cgroups ${flags.cgroups}: ${cgroups.reason}`)
-    const {detectSandbox} = await import('../emulator/runtime/sandbox/detect.js')
-    const {SandboxLabel} = await import('../emulator/runtime/sandbox/spec.js')
     const sandbox = await detectSandbox(flags.sandbox as 'auto' | 'namespaces' | 'none').catch((error: Error) => {
       throw new UserError(error.message)
     })
     if (sandbox.mode === 'none' && flags.sandbox === 'auto') process.stderr.write(`sandbox: none (pods run as bare host processes): ${sandbox.reason}\n`)
+    for (const [flag, paths] of [
+      ['--hide', flags.hide],
+      ['--expose', flags.expose],
+    ] as const) {
+      for (const p of paths ?? []) if (!p.startsWith('/') && p !== '~' && !p.startsWith('~/')) throw new UserError(`invalid ${flag} ${p}: must be an absolute path or start with ~/`)
+    }
+    const {nodeWalls, wallNames} = await import('../emulator/runtime/host.js')
+    const {WallsAnnotation} = await import('../common/labels.js')
+    const {modeLine} = await import('../kubectl/doctor-report.js')
+    const wallNameList = wallNames(nodeWalls(sandbox.mode))
+    const wallList = wallNameList.join(',')
+    const podNetworkFlag = flags['pod-network'] as 'auto' | 'on' | 'off'
+    const sandboxPool = parsePoolSize(flags['sandbox-pool'])
+    const {loadKubeConfig} = await import('../emulator/kube/client.js')
+    const {EventReason} = await import('../emulator/kube/event-reasons.js')
+    const server = (await loadKubeConfig({kubeconfig: flags.kubeconfig, context: flags.context}).catch(() => undefined))?.getCurrentCluster()?.server
+    // Said on the Node (the dashboard, `pods -o wide`): the same answer podNetworkFor acts on.
+    const podNetworkDetection = await detectPodNetwork(podNetworkFlag, sandbox.mode === 'namespaces', undefined, server).catch((error: Error) => {
+      throw new UserError(error.message)
+    })
+    const podNetwork = podNetworkSummary(podNetworkDetection)
+    const {NodeNotes} = await import('../ui/node-notes.js')
+    const notes = new NodeNotes()
+    const {allowedNamespaces} = await import('../cli/allowed-namespaces.js')
+    const allowed = await allowedNamespaces(flags['allowed-namespaces'], {kubeconfig: flags.kubeconfig, context: flags.context})
     const base: EmulatorOptions = {
       name:
         flags.name ??
@@ -102,30 +166,52 @@ export default class Up extends Command {
       cpu: flags.cpu,
       memory: flags.memory,
       pods: flags.pods,
-      labels: {[SandboxLabel]: sandbox.mode, [CgroupsLabel]: cgroups.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel))},
+      labels: {[SandboxLabel]: sandbox.mode, [CgroupsLabel]: cgroups.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel('--label')))},
+      annotations: {[WallsAnnotation]: wallList, [PodNetworkAnnotation]: podNetwork},
+      allowedNamespaces: allowed.namespaces,
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],
       nodeIP: flags['node-ip'],
       port: flags.port,
       stateDir: flags['state-dir'],
       manifestsDir: flags.manifests === undefined ? undefined : resolve(flags.manifests),
+      virtualKubeletEvents: flags['virtual-kubelet-events'],
       reregister: !flags['no-reregister'],
       provider: async (ctx) => {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
-        const {clusterDnsFor, podNetworkFor} = await import('../emulator/runtime/network/node-network.js')
-        const log = (line: string) => process.stderr.write(`${line}\n`)
-        const network = await podNetworkFor(ctx, flags['pod-network'] as 'auto' | 'on' | 'off', sandbox.mode === 'namespaces', log).catch((error: Error) => {
+        const log = (line: string) => notes.write(line)
+        // Said once the node is registered, so input that fails earlier prints only its error.
+        log(`allowed namespaces: ${allowed.why}`)
+        const network = await podNetworkFor(ctx, podNetworkFlag, sandbox.mode === 'namespaces', log, sandboxPool).catch((error: Error) => {
           throw new UserError(error.message)
+        })
+        // The line `kubectl vnode doctor` ends with: the mode, its walls.
+        log(modeLine({sandbox: sandbox.mode, walls: wallNameList, cgroups: cgroups.mode, podNetwork: network ? 'on' : 'off'}))
+        const walls = await sandboxWalls({
+          sandbox: flags['fs-walls'] === 'off' ? 'none' : sandbox.mode,
+          stateDir: ctx.stateDir,
+          kubeconfig: flags.kubeconfig,
+          hide: flags.hide,
+          expose: flags.expose,
+          path: process.env.PATH,
+          log,
         })
         // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
         return ProcessProvider.create(ctx, {
           images,
           sandbox: sandbox.mode,
+          walls,
           path: process.env.PATH,
           cgroups,
           podPidsLimit: flags['pod-max-pids'],
           network,
-          dns: {clusterDNS: await clusterDnsFor(ctx.services)},
+          hostNetworkReason: network ? undefined : (podNetworkDetection.reason ?? 'the pod network could not be set up'),
+          dns: {
+            clusterDNS: await clusterDnsFor(ctx.services, ctx.kc, (message) => {
+              log(`cluster DNS: ${message}`)
+              void ctx.recorder.record({kind: 'Node', apiVersion: 'v1', name: ctx.nodeName, uid: ctx.nodeName}, 'Warning', EventReason.ClusterDnsUnavailable, message)
+            }),
+          },
         })
       },
       shutdownGraceSeconds: flags['shutdown-grace'],
@@ -136,9 +222,17 @@ export default class Up extends Command {
       anonymousAuth: flags['anonymous-auth'],
       authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
       clientCaFile: flags['client-ca-file'],
+      relay: {
+        mode: flags.relay as 'auto' | 'on' | 'off',
+        namespace: flags['relay-namespace'],
+        image: flags['relay-image'],
+        port: flags['relay-port'],
+        tunnelPort: flags['relay-tunnel-port'],
+        nodeSelector: Object.fromEntries((flags['relay-node-selector'] ?? []).map(parseLabel('--relay-node-selector'))),
+      },
     }
     const {nodeOptions, runNodes} = await import('../cli/up-service.js')
-    await runNodes(nodeOptions(base, flags.nodes), {rm: flags.rm, render: (emulators, stop) => this.render(emulators, flags, stop)})
+    await runNodes(nodeOptions(base, flags.nodes), {rm: flags.rm, render: (emulators, stop) => this.render(emulators, flags, stop, notes)})
   }
 
   /**
@@ -146,7 +240,7 @@ export default class Up extends Command {
    * dashboard, whose kills go through the API. Otherwise one plain or JSON
    * line per change. Returns the function that detaches the renderer.
    */
-  private async render(emulators: Emulator[], flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void): Promise<() => void> {
+  private async render(emulators: Emulator[], flags: {'no-tui': boolean; output: string; kubeconfig?: string; context?: string}, stop: () => void, notes: NodeNotes): Promise<() => void> {
     const {isInteractive} = await import('../ui/terminal.js')
     // The dashboard shows one node; several nodes print lines, each labelled with its node.
     if (flags['no-tui'] || flags.output === 'json' || !isInteractive() || emulators.length > 1) {
@@ -158,6 +252,11 @@ export default class Up extends Command {
     const {startDashboard} = await import('../ui/dashboard/start.js')
     const {podActions} = await import('../cli/pod-actions.js')
     const actions = {...podActions({kubeconfig: flags.kubeconfig, context: flags.context}), quit: stop}
-    return startDashboard(emulator, {nodeName: emulator.opts.name, actions}).unmount
+    const dashboard = startDashboard(emulator, {nodeName: emulator.opts.name, actions})
+    const undivert = notes.divert((line) => dashboard.store.note(line))
+    return () => {
+      undivert()
+      dashboard.unmount()
+    }
   }
 }

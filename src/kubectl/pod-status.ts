@@ -1,3 +1,4 @@
+import {allContainerStatuses, isTerminalPhase} from '../common/pods.js'
 import type {V1Pod} from '@kubernetes/client-node'
 
 /** The NodeLost reason kubectl prints as Unknown. */
@@ -59,12 +60,8 @@ export function podStatus(pod: V1Pod): string {
     if (reason === 'Completed' && hasRunning) reason = hasPodReadyCondition(pod) ? 'Running' : 'NotReady'
   }
   if (pod.metadata?.deletionTimestamp && status.reason === NodeUnreachablePodReason) reason = 'Unknown'
-  else if (pod.metadata?.deletionTimestamp && !isPodPhaseTerminal(status.phase)) reason = 'Terminating'
+  else if (pod.metadata?.deletionTimestamp && !isTerminalPhase(status.phase)) reason = 'Terminating'
   return reason
-}
-
-function isPodPhaseTerminal(phase: string | undefined): boolean {
-  return phase === 'Succeeded' || phase === 'Failed'
 }
 
 function isPodInitializedConditionTrue(pod: V1Pod): boolean {
@@ -88,7 +85,7 @@ export function podReady(pod: V1Pod): string {
 export function podRestarts(pod: V1Pod, now = Date.now()): string {
   let restarts = 0
   let last: Date | undefined
-  for (const c of [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])]) {
+  for (const c of allContainerStatuses(pod)) {
     restarts += c.restartCount ?? 0
     const finished = c.lastState?.terminated?.finishedAt
     if (finished && (!last || new Date(finished) > last)) last = new Date(finished)

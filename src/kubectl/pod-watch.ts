@@ -1,8 +1,14 @@
+import type {V1Pod} from '@kubernetes/client-node'
+
 /**
  * A running `pods -w` watch as the pods service hands it to the ui: events of
  * the API's watch types, a stop, and a promise for its end.
  */
-export type {WatchEventType} from '../emulator/kube/watch-loop.js'
+/** The API's watch event types, as the pods service reports them (the ui never watches itself). */
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED'
+
+/** Starts the watch: each event to onEvent, until the handle is stopped. */
+export type StartWatch = (onEvent: (type: WatchEventType, pod: V1Pod) => void) => PodWatchHandle
 
 export interface PodWatchHandle {
   stop(): void

@@ -1,4 +1,4 @@
-import {PodPidsAnnotation} from '../emulator/node/node-status.js'
+import {PodNetworkAnnotation, PodPidsAnnotation, PodRelayAnnotation, PodSandboxAnnotation, PodWallsAnnotation} from '../common/labels.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {columnWidths, fixedWidthLine, formatTable} from './table.js'
 import {podRow} from './pod-status.js'
@@ -8,16 +8,36 @@ import {podRow} from './pod-status.js'
  * node's kubelet API reports them in /runningpods/ (pods-service attachPids).
  * Absent (not running, or the node cannot be reached): <none>.
  */
-export {PodPidsAnnotation}
 
 /** Where `-o wide` finds what the pod's node runs pods inside (its vnode.dev/sandbox label, pods-service attachPids). */
-export const PodSandboxAnnotation = 'vnode.dev/sandbox'
 
 export function podSandbox(pod: V1Pod): string {
   return pod.metadata?.annotations?.[PodSandboxAnnotation] || '<none>'
 }
 
-export type PodsOutput = 'table' | 'wide' | 'json' | 'yaml' | 'name'
+export function podWalls(pod: V1Pod): string {
+  return pod.metadata?.annotations?.[PodWallsAnnotation] || '<none>'
+}
+
+/** Where the pod's node puts pods: `pod` (the pod network), `host: <why>` (pods-service attachPids). */
+export function podNetwork(pod: V1Pod): string {
+  return pod.metadata?.annotations?.[PodNetworkAnnotation] || '<none>'
+}
+
+/**
+ * Where the API server reaches a node's kubelet API, in words: `direct`, or
+ * `relay <namespace>/<pod>` (its vnode.dev/relay annotation), with the
+ * published address when given. Shared by `pods -o wide` and the dashboard.
+ */
+export function kubeletEndpointText(relay: string | undefined, address?: string): string {
+  return `${relay ? `relay ${relay}` : 'direct'}${address ? ` at ${address}` : ''}`
+}
+
+/** The ENDPOINT column: set by pods-service attachPids from the pod's node; <none> when the node could not be read. */
+export function podEndpoint(pod: V1Pod): string {
+  const relay = pod.metadata?.annotations?.[PodRelayAnnotation]
+  return relay === undefined ? '<none>' : kubeletEndpointText(relay || undefined)
+}
 
 export function podPids(pod: V1Pod): string {
   const raw = pod.metadata?.annotations?.[PodPidsAnnotation]
@@ -30,12 +50,21 @@ export function podPids(pod: V1Pod): string {
 }
 
 export function podsHeader(wide: boolean, allNamespaces: boolean): string[] {
-  return [...(allNamespaces ? ['NAMESPACE'] : []), 'NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'NODE', ...(wide ? ['IP', 'PIDS', 'SANDBOX'] : [])]
+  return [...(allNamespaces ? ['NAMESPACE'] : []), 'NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'NODE', ...(wide ? ['IP', 'PIDS', 'SANDBOX', 'WALLS', 'NETWORK', 'ENDPOINT'] : [])]
 }
 
 export function podCells(pod: V1Pod, wide: boolean, allNamespaces: boolean, now = Date.now()): string[] {
   const r = podRow(pod, now)
-  return [...(allNamespaces ? [r.namespace] : []), r.name, r.ready, r.status, r.restarts, r.age, r.node, ...(wide ? [r.ip, podPids(pod), podSandbox(pod)] : [])]
+  return [
+    ...(allNamespaces ? [r.namespace] : []),
+    r.name,
+    r.ready,
+    r.status,
+    r.restarts,
+    r.age,
+    r.node,
+    ...(wide ? [r.ip, podPids(pod), podSandbox(pod), podWalls(pod), podNetwork(pod), podEndpoint(pod)] : []),
+  ]
 }
 
 /** The table `kubectl vnode pods` prints (kubectl get pods columns plus NODE). */

@@ -1,5 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import type {PodWatchHandle, WatchEventType} from '../kubectl/pod-watch.js'
+import type {StartWatch} from '../kubectl/pod-watch.js'
 import {serializePod, serializePods, toYaml} from '../kubectl/serialize.js'
 import {isInteractive} from './terminal.js'
 import {podName, podsTable, PodWatchPrinter} from '../kubectl/pods-printer.js'
@@ -40,8 +40,6 @@ export async function printPods(pods: V1Pod[], o: PodsOutputOptions): Promise<vo
       out.write(`${podsTable(pods, {wide: o.output === 'wide', allNamespaces: o.allNamespaces}).join('\n')}\n`)
   }
 }
-
-export type StartWatch = (onEvent: (type: WatchEventType, pod: V1Pod) => void) => PodWatchHandle
 
 /** The live Ink table only for the table formats on an interactive terminal. */
 export function liveTableWanted(output: PodsFormat): boolean {

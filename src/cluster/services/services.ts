@@ -2,12 +2,13 @@ import {hostname} from 'node:os'
 import {readFileSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
+import {type FirewallSnapshot, restoreFirewall, snapshotFirewall} from '../../common/host-firewall.js'
 import {type CertPair, issueCert} from '../../common/pki.js'
 import {freePort} from '../../common/ports.js'
 import {isAlive, signal, waitGone} from '../process.js'
 import {missingServiceBinaries, serviceBinaryPath} from './binaries.js'
 import {asList, ClusterDomain, CoreDnsUser, coreDnsObjects, DefaultClusterDnsIp, KubeProxyUser, MetricsServerUser, metricsServerObjects} from './manifests.js'
-import {addServiceRoute, removeServiceRoute, serviceRouteExists, ServiceRouteInterface} from '../../common/service-route.js'
+import {kubeProxyDevicesBesides, removeClusterDevice, ServiceRouteInterface, setClusterAlias} from '../../common/service-route.js'
 import {type ServiceBinary} from './versions.js'
 
 /**
@@ -19,8 +20,12 @@ export const DefaultServiceStopTimeoutMs = 10_000
 
 export interface ServicesState {
   pids: Partial<Record<ServiceBinary, number>>
-  /** True when this cluster created the service route (and so removes it). */
-  serviceRoute: boolean
+  /** Only in the state of a cluster started before each cluster had a device of its own: it made vnode-svc0 here. */
+  serviceRoute?: boolean
+  /** The device whose alias says this cluster's kube-proxy runs, and the cluster's fingerprint. */
+  kubeProxyDevice?: {device: string; fingerprint: string}
+  /** The host's KUBE-* iptables lines before this cluster's kube-proxy started: what is new at the stop is its own. */
+  firewallBefore?: FirewallSnapshot
   /** The cluster DNS address pods use, when CoreDNS runs. */
   clusterDns?: string
   clusterDomain?: string
@@ -34,6 +39,12 @@ export interface ServicesContext {
   ca: CertPair
   kubectl: string
   serviceCidr: string
+  /** The kube-dns Service's ClusterIP (DefaultClusterDnsIp when unset). */
+  clusterDns?: string
+  /** The cluster's own device that its service range is routed to (cluster-network.ts); unset without root. */
+  serviceRoute?: string
+  /** The cluster's CA fingerprint, which the device's alias carries. */
+  fingerprint?: string
   /** The host address services listen on and Endpoints name (Endpoints may not name loopback). */
   hostIp: string | undefined
   kubeconfigYaml: (user: CertPair, userName: string) => string
@@ -115,7 +126,7 @@ async function startCoreDns(ctx: HostContext): Promise<number> {
   const port = await freePort(ctx.hostIp)
   const file = join(ctx.dir, 'Corefile')
   await writeFile(file, corefile(ctx.hostIp, port, kubeconfig), {mode: 0o600})
-  await apply(ctx, coreDnsObjects(ctx.hostIp, port, DefaultClusterDnsIp))
+  await apply(ctx, coreDnsObjects(ctx.hostIp, port, ctx.clusterDns ?? DefaultClusterDnsIp))
   return ctx.spawn(serviceBinaryPath('coredns'), ['-conf', file], logFile(ctx, 'coredns'))
 }
 
@@ -146,7 +157,7 @@ async function startKubeProxy(ctx: HostContext): Promise<number> {
  * reason. On failure whatever was started is stopped again.
  */
 export async function startServices(ctx: ServicesContext): Promise<ServicesState> {
-  const state: ServicesState = {pids: {}, serviceRoute: false, skipped: []}
+  const state: ServicesState = {pids: {}, skipped: []}
   try {
     return await startEach(ctx, state)
   } catch (error) {
@@ -173,22 +184,28 @@ async function startEach(ctx: ServicesContext, state: ServicesState): Promise<Se
   }
   await start('metrics-server', () => startMetricsServer(c))
   await start('coredns', () => startCoreDns(c))
-  if (state.pids.coredns) Object.assign(state, {clusterDns: DefaultClusterDnsIp, clusterDomain: ClusterDomain})
-  if (!isRoot()) {
+  if (state.pids.coredns) Object.assign(state, {clusterDns: ctx.clusterDns ?? DefaultClusterDnsIp, clusterDomain: ClusterDomain})
+  const other = isRoot() && ctx.serviceRoute ? await otherKubeProxy(ctx.serviceRoute) : undefined
+  if (!isRoot() || !ctx.serviceRoute) {
     skip('kube-proxy skipped: it needs root (iptables rules and a route for the service range)')
-  } else if (await serviceRouteExists()) {
-    skip(`kube-proxy skipped: ${ServiceRouteInterface} exists, so another cluster on this host routes the service range`)
+  } else if (other) {
+    // kube-proxy's chains (KUBE-SERVICES, ...) have fixed names: a second one would rewrite the first's rules with its own.
+    skip(
+      `kube-proxy skipped: another kube-proxy's rules are on this host (${other}), and two would overwrite each other's; ` +
+        `this cluster's ClusterIPs (${ctx.serviceCidr}, routed to ${ctx.serviceRoute}) do not answer, and its nodes use the host's resolvers`,
+    )
   } else if (!missing.has('kube-proxy')) {
-    await addServiceRoute(ctx.serviceCidr)
-    state.serviceRoute = true
+    state.firewallBefore = await snapshotFirewall()
     await start('kube-proxy', () => startKubeProxy(c))
+    // Nodes name the cluster DNS in resolv.conf only while the alias says this cluster's kube-proxy serves its range.
+    if (ctx.fingerprint && (await setClusterAlias(ctx.serviceRoute, ctx.fingerprint, true))) state.kubeProxyDevice = {device: ctx.serviceRoute, fingerprint: ctx.fingerprint}
   } else {
     skip('kube-proxy skipped: not built (run: kubectl vnode cluster build)')
   }
   return state
 }
 
-/** Stops every service, removes kube-proxy's rules and the service route. */
+/** Stops every service, removes kube-proxy's rules (with what its --cleanup keeps, KUBE-FIREWALL) and the service route. */
 export async function stopServices(state: ServicesState | undefined, timeoutMs = DefaultServiceStopTimeoutMs): Promise<void> {
   if (!state) return
   const pids = Object.values(state.pids).filter((p): p is number => p !== undefined && isAlive(p))
@@ -200,5 +217,27 @@ export async function stopServices(state: ServicesState | undefined, timeoutMs =
     const {execa} = await import('execa')
     await execa(serviceBinaryPath('kube-proxy'), ['--cleanup', '--proxy-mode=iptables'], {reject: false, stdin: 'ignore'})
   }
-  if (state.serviceRoute) await removeServiceRoute()
+  if (state.firewallBefore) await restoreFirewall(state.firewallBefore)
+  if (state.kubeProxyDevice) await setClusterAlias(state.kubeProxyDevice.device, state.kubeProxyDevice.fingerprint, false)
+  // The device of a cluster started before each had its own has no alias.
+  if (state.serviceRoute) await removeClusterDevice(ServiceRouteInterface, undefined)
+}
+
+export const KubeServicesChain = 'KUBE-SERVICES'
+
+/**
+ * Where another kube-proxy on this host shows (undefined: none): its
+ * iptables chain, or, before its first rules (it waits for a Node of its
+ * host's name), the alias of another local cluster's device saying it runs.
+ */
+async function otherKubeProxy(ownDevice: string): Promise<string | undefined> {
+  if (await kubeProxyRulesExist()) return `iptables chain ${KubeServicesChain}`
+  const devices = await kubeProxyDevicesBesides(ownDevice)
+  return devices.length > 0 ? `the cluster of device ${devices.join(', ')} runs one` : undefined
+}
+
+/** Whether a kube-proxy's iptables rules are on this host (its nat chain KUBE-SERVICES exists). */
+export async function kubeProxyRulesExist(): Promise<boolean> {
+  const {execa} = await import('execa')
+  return (await execa('iptables', ['-w', '-t', 'nat', '-S', KubeServicesChain], {reject: false, stdin: 'ignore'})).exitCode === 0
 }

@@ -18,6 +18,10 @@ export default class ClusterUp extends Command {
       description: "an extra kube-apiserver flag, appended after vnode's own, e.g. --apiserver-arg=--watch-cache=false (repeatable)",
       multiple: true,
     }),
+    loopback: Flags.boolean({
+      description: 'keep the API server on 127.0.0.1 (as without root): no address or device of its own, so its nodes keep pods on the host network',
+      default: false,
+    }),
     services: Flags.boolean({
       description: 'also run kube-proxy (as root), metrics-server and CoreDNS, built by `kubectl vnode cluster build`',
       default: true,
@@ -35,6 +39,7 @@ export default class ClusterUp extends Command {
       nodeMonitorGracePeriod: flags['node-monitor-grace-period'],
       apiserverArgs: flags['apiserver-arg'],
       services: flags.services,
+      loopback: flags.loopback,
       log: (line) => process.stderr.write(`${line}\n`),
     })
     process.stdout.write(`control plane ready at ${state.server}\nexport KUBECONFIG=${state.kubeconfig}\n`)

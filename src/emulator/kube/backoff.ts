@@ -1,3 +1,5 @@
+import {RealClock, type Clock} from '../../common/clock.js'
+
 /**
  * Exponential backoff with a cap, reset on success. The kubelet uses 200 ms
  * to 7 s for lease renewals and registration.
@@ -25,13 +27,13 @@ export class Backoff {
   }
 }
 
-/** A sleep that ends early when the signal aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** A sleep on the clock that ends early when the signal aborts. */
+export function sleep(ms: number, signal?: AbortSignal, clock: Clock = RealClock): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve()
-    const t = setTimeout(done, ms)
+    const t = clock.setTimeout(done, ms)
     function done() {
-      clearTimeout(t)
+      clock.clearTimeout(t)
       signal?.removeEventListener('abort', done)
       resolve()
     }

@@ -13,6 +13,27 @@ export const isAlreadyExists = (e: unknown) => statusCode(e) === 409
 /** 410 Gone: an error, or a watch ERROR event's Status (a resourceVersion too old to watch from). */
 export const isGone = (e: unknown) => statusCode(e) === 410
 
+/** The fields an Invalid (422) error names, from its Status details. */
+function invalidFields(error: unknown): string[] {
+  let body = (error as {body?: unknown})?.body
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body)
+    } catch {
+      return []
+    }
+  }
+  const causes = (body as {details?: {causes?: Array<{field?: string}>}} | undefined)?.details?.causes ?? []
+  return causes.map((c) => c.field ?? '')
+}
+
+/**
+ * A write carrying metadata.uid as its precondition met an object of another
+ * uid under the same name: 409 Conflict for some resources, 422 Invalid
+ * (metadata.uid is immutable) for others, such as a Node's status.
+ */
+export const isUidMismatch = (e: unknown) => isConflict(e) || (statusCode(e) === 422 && invalidFields(e).includes('metadata.uid'))
+
 /** A short, human description of an API error: `NotFound: pods "x" not found`. */
 export function describeApiError(error: unknown): string {
   const e = error as {body?: unknown; message?: string; name?: string; type?: string}

@@ -12,11 +12,16 @@ export const EventReason = {
   BackOffStartContainer: 'BackOff',
   ExceededGracePeriod: 'ExceededGracePeriod',
   PulledImage: 'Pulled',
+  ErrImageNeverPull: 'ErrImageNeverPull',
   // Pods.
   FailedKillPod: 'FailedKillPod',
   FailedSync: 'FailedSync',
   FailedMountVolume: 'FailedMount',
   DeadlineExceeded: 'DeadlineExceeded',
+  FailedCreatePodSandBox: 'FailedCreatePodSandBox',
+  InvalidEnvironmentVariableNames: 'InvalidEnvironmentVariableNames',
+  // In-place resize (the kubelet's pod resize events).
+  ResizeCompleted: 'ResizeCompleted',
   // The eviction manager (pkg/kubelet/eviction: its events' reason).
   Evicted: 'Evicted',
   // Probes and hooks.
@@ -26,10 +31,34 @@ export const EventReason = {
   FailedPreStopHook: 'FailedPreStopHook',
   // The node.
   StartingKubelet: 'Starting',
-  // vnode's own: the provider refused a pod, a static pod file is invalid.
+  // vnode's own: the provider refused a pod, a static pod file is invalid, a hostPort is taken on the
+  // host, a limit the node's cgroups cannot enforce.
   ProviderCreateFailed: 'ProviderCreateFailed',
   ProviderUpdateFailed: 'ProviderUpdateFailed',
   FailedValidation: 'FailedValidation',
+  PortInUse: 'PortInUse',
+  LimitsNotEnforced: 'LimitsNotEnforced',
+  // The node: pods use the host's resolvers, since the cluster DNS is not this cluster's here.
+  ClusterDnsUnavailable: 'ClusterDNSUnavailable',
 } as const
 
-export type EventReasonName = (typeof EventReason)[keyof typeof EventReason]
+/**
+ * virtual-kubelet's reasons for the ConfigMaps and Secrets a container's
+ * environment refers to (internal/podutils/env.go), emitted only with `up
+ * --virtual-kubelet-events`, beside the kubelet's own events: tools and
+ * suites built on virtual-kubelet wait for them.
+ */
+export const VirtualKubeletEventReason = {
+  OptionalConfigMapNotFound: 'OptionalConfigMapNotFound',
+  OptionalConfigMapKeyNotFound: 'OptionalConfigMapKeyNotFound',
+  FailedToReadOptionalConfigMap: 'FailedToReadOptionalConfigMap',
+  OptionalSecretNotFound: 'OptionalSecretNotFound',
+  OptionalSecretKeyNotFound: 'OptionalSecretKeyNotFound',
+  FailedToReadOptionalSecret: 'FailedToReadOptionalSecret',
+  MandatoryConfigMapNotFound: 'MandatoryConfigMapNotFound',
+  MandatoryConfigMapKeyNotFound: 'MandatoryConfigMapKeyNotFound',
+  FailedToReadMandatoryConfigMap: 'FailedToReadMandatoryConfigMap',
+  MandatorySecretNotFound: 'MandatorySecretNotFound',
+  MandatorySecretKeyNotFound: 'MandatorySecretKeyNotFound',
+  FailedToReadMandatorySecret: 'FailedToReadMandatorySecret',
+} as const

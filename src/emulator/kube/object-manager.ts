@@ -1,3 +1,4 @@
+import {allContainersWithEphemeral} from '../../common/pods.js'
 import type {CoreV1Api, KubeConfig, V1ConfigMap, V1Pod, V1Secret} from '@kubernetes/client-node'
 import type {RequestCounter} from './client.js'
 import {ListFirst, runWatchLoop} from './watch-loop.js'
@@ -57,7 +58,7 @@ export function podObjectRefs(pod: V1Pod): ObjectRef[] {
       add('Secret', s.secret?.name)
     }
   }
-  const containers = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? []), ...(pod.spec?.ephemeralContainers ?? [])]
+  const containers = allContainersWithEphemeral(pod)
   for (const c of containers) {
     for (const f of c.envFrom ?? []) {
       add('ConfigMap', f.configMapRef?.name)

@@ -1,4 +1,5 @@
 import type {KubeConfig} from '@kubernetes/client-node'
+import {RealClock, type Clock} from '../../common/clock.js'
 import {Backoff, sleep} from './backoff.js'
 import type {RequestCounter} from './client.js'
 import {isGone} from './errors.js'
@@ -104,6 +105,8 @@ export interface WatchLoopOptions {
   retryInitialMs?: number
   retryMaxMs?: number
   minHealthyWatchMs?: number
+  /** The backoffs' and the healthy watch's time (tests drive it). */
+  clock?: Clock
 }
 
 /**
@@ -118,6 +121,8 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
   const open = o.open ?? (await clientWatch(o.kc))
   const backoff = new Backoff(o.retryInitialMs ?? DefaultWatchRetryInitialMs, o.retryMaxMs ?? DefaultWatchRetryMaxMs)
   const minHealthyMs = o.minHealthyWatchMs ?? DefaultMinHealthyWatchMs
+  const clock = o.clock ?? RealClock
+  const wait = (ms: number) => sleep(ms, signal, clock)
   let mustList = o.from === ListFirst
   let resourceVersion = o.from === ListFirst ? undefined : o.from
   while (!signal.aborted) {
@@ -128,33 +133,33 @@ export async function runWatchLoop(o: WatchLoopOptions, signal: AbortSignal): Pr
       } catch (error) {
         if (signal.aborted) return
         o.onError?.(error)
-        await sleep(backoff.next(), signal)
+        await wait(backoff.next())
         continue
       }
       mustList = false
       listed = true
       if (signal.aborted) return
     }
-    const startedAt = Date.now()
+    const startedAt = clock.now()
     const {end, events} = await watchOnce(open, o, resourceVersion, signal, (rv) => (resourceVersion = rv))
     // A watch that ran for a while or delivered something was healthy: failures start over from the shortest wait.
-    const healthy = events > 0 || Date.now() - startedAt >= minHealthyMs
+    const healthy = events > 0 || clock.now() - startedAt >= minHealthyMs
     if (healthy) backoff.reset()
     switch (end.kind) {
       case 'stopped':
         return
       case 'closed':
-        if (!healthy) await sleep(backoff.next(), signal)
+        if (!healthy) await wait(backoff.next())
         break
       case 'expired':
         mustList = true
         o.onExpired?.()
         // A version fresh from a list that is already gone: wait rather than relist in a tight loop.
-        if (listed && !healthy) await sleep(backoff.next(), signal)
+        if (listed && !healthy) await wait(backoff.next())
         break
       case 'failed':
         o.onError?.(end.error)
-        await sleep(backoff.next(), signal)
+        await wait(backoff.next())
         break
     }
   }

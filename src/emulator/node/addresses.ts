@@ -25,7 +25,7 @@ function localAddressTowards(host: string, port: number): Promise<string | undef
 /**
  * The node's InternalIP: an address of this host the API server can reach and
  * proxy to. The API server refuses to proxy to loopback node addresses, so for
- * a server on loopback the host's primary address is used; for a remote one,
+ * a server on loopback or on an address of this host the host's primary address is used; for a remote one,
  * the local address of the route towards it (the bridge side for kind).
  */
 export async function chooseNodeIP(server: string, override?: string): Promise<string> {
@@ -35,7 +35,8 @@ export async function chooseNodeIP(server: string, override?: string): Promise<s
   if (!isLoopback(host)) {
     const port = Number(url.port) || 443
     const local = await localAddressTowards(host, port)
-    if (local && !isLoopback(local)) return local
+    // local === host: the server is on an address of this host (the local control plane's own device).
+    if (local && !isLoopback(local) && local !== host) return local
   }
   return primaryAddress() ?? '127.0.0.1'
 }

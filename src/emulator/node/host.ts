@@ -1,5 +1,6 @@
 import {readFileSync, statfsSync} from 'node:fs'
 import {arch, cpus, hostname, networkInterfaces, release, totalmem} from 'node:os'
+import {ServiceRoutePrefix} from '../../common/service-route.js'
 
 /** One reading of this host's resources, the input of node capacity and pressure conditions. */
 export interface HostReading {
@@ -91,7 +92,9 @@ function isUsable(addr: string): boolean {
 
 /** The host's primary non-loopback IPv4 address (the first one of the first interface that has one). */
 export function primaryAddress(): string | undefined {
-  for (const addrs of Object.values(networkInterfaces())) {
+  for (const [name, addrs] of Object.entries(networkInterfaces())) {
+    // A local cluster's own device: its address is the API server's, not the host's.
+    if (name.startsWith(ServiceRoutePrefix)) continue
     for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal && isUsable(a.address)) return a.address
   }
   return undefined

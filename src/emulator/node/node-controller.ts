@@ -2,7 +2,7 @@ import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Node, type V1Nod
 import jsonpatch from 'fast-json-patch'
 import {EventEmitter} from 'node:events'
 import {Backoff, sleep} from '../kube/backoff.js'
-import {describeApiError, isAlreadyExists, isNotFound} from '../kube/errors.js'
+import {describeApiError, isAlreadyExists, isNotFound, isUidMismatch} from '../kube/errors.js'
 import type {EventRecorder} from '../kube/events.js'
 import {type HostIdentity, type HostReading, hostIdentity, readHost} from './host.js'
 import {
@@ -44,6 +44,10 @@ export interface NodeSnapshot {
   allocatable: Record<string, string>
   /** The labels this node registers with (its sandbox mode among them). */
   labels: Record<string, string>
+  /** The annotations vnode owns on it (the walls its pods get). */
+  annotations?: Record<string, string>
+  /** Where the API server reaches its kubelet API, as published: the node IP and kubelet port (a relay's, behind one). */
+  kubeletEndpoint?: string
   lastStatusWrite?: Date
   error?: string
 }
@@ -63,6 +67,8 @@ export class NodeController extends EventEmitter {
   private lastReported: V1NodeStatus | undefined
   private lastReportAt = 0
   private conditions: V1NodeCondition[] | undefined
+  /** The uid of the Node that `conditions` and `lastReported` were written to: they carry over to that Node only. */
+  private reportedTo: string | undefined
   private wake: (() => void) | undefined
   private dirty = false
   private forceNext = false
@@ -96,6 +102,11 @@ export class NodeController extends EventEmitter {
     return this.node?.metadata?.uid
   }
 
+  /** Where the API server reaches the kubelet API from now on (a relay's pod IP and port); the next status write publishes it. */
+  setEndpoint(endpoint: Pick<NodeSpecConfig, 'nodeIP' | 'port' | 'hostnameAddress'>): void {
+    Object.assign(this.config, endpoint)
+  }
+
   /** The kubelet refers to its node in events with the node name as UID. */
   get ref(): V1ObjectReference {
     return {kind: 'Node', apiVersion: 'v1', name: this.name, uid: this.name}
@@ -109,6 +120,8 @@ export class NodeController extends EventEmitter {
       capacity: (this.lastReported?.capacity ?? {}) as Record<string, string>,
       allocatable: (this.lastReported?.allocatable ?? {}) as Record<string, string>,
       labels: {...this.config.labels},
+      annotations: {...this.config.annotations},
+      kubeletEndpoint: `${this.config.nodeIP.includes(':') ? `[${this.config.nodeIP}]` : this.config.nodeIP}:${this.config.port}`,
       lastStatusWrite: this.lastReportAt ? new Date(this.lastReportAt) : undefined,
       error: this.lastError,
     }
@@ -121,7 +134,7 @@ export class NodeController extends EventEmitter {
       metadata: {
         name: this.name,
         labels: this.config.labels,
-        annotations: {'volumes.kubernetes.io/controller-managed-attach-detach': 'true'},
+        annotations: {'volumes.kubernetes.io/controller-managed-attach-detach': 'true', ...this.config.annotations},
       },
       spec: {providerID: `vnode://${this.name}`, taints: this.config.taints},
     }
@@ -137,7 +150,7 @@ export class NodeController extends EventEmitter {
     const patch: Record<string, unknown> = {
       metadata: {
         labels: this.config.labels,
-        annotations: cordonedByUs ? {[CordonedByAnnotation]: null} : {},
+        annotations: {...this.config.annotations, ...(cordonedByUs ? {[CordonedByAnnotation]: null} : {})},
       },
       spec: {
         taints,
@@ -161,6 +174,8 @@ export class NodeController extends EventEmitter {
         }
         this.lastReported = lastAppliedStatus(this.node)
         this.lastReportAt = 0
+        // Transitions carry over only from the Node now registered (an adopted one's own); a new Node has none.
+        this.conditions = undefined
         this.lastError = undefined
         return this.node
       } catch (error) {
@@ -242,26 +257,38 @@ export class NodeController extends EventEmitter {
     return next
   }
 
-  private async syncStatusNow(force: boolean): Promise<boolean> {
+  private async syncStatusNow(force: boolean, replacedOnce = false): Promise<boolean> {
     const reading = this.read(this.opts.stateDir)
-    const previous = this.conditions ?? this.node?.status?.conditions
-    const desired = buildStatus(reading, this.identity, this.config, this.values(reading), previous, new Date())
-    const changed = !this.lastReported || jsonpatch.compare(comparable(this.lastReported), comparable(desired)).length > 0
+    // What we wrote carries over only to the Node we wrote it to: a Node replaced under the same name (deleted and
+    // re-created by us or anyone) starts from its own conditions, so no transition time of the old one lands on it.
+    const target = this.node
+    const uid = target?.metadata?.uid
+    const ours = uid !== undefined && uid === this.reportedTo
+    const lastReported = ours ? this.lastReported : lastAppliedStatus(target)
+    const previous = (ours ? this.conditions : undefined) ?? target?.status?.conditions
+    let desired = buildStatus(reading, this.identity, this.config, this.values(reading), previous, new Date())
+    const changed = !lastReported || jsonpatch.compare(comparable(lastReported), comparable(desired)).length > 0
     if (this.forceNext) force = true
     this.forceNext = false
     if (!force && !changed && Date.now() - this.lastReportAt < this.reportIntervalMs) return false
-    const body = threeWayStatusPatch(this.lastReported, desired)
     try {
-      this.node = await this.core.patchNodeStatus({name: this.name, body}, SmpOptions)
+      this.node = await this.core.patchNodeStatus({name: this.name, body: withUid(threeWayStatusPatch(lastReported, desired), uid)}, SmpOptions)
     } catch (error) {
+      if (isUidMismatch(error) && !replacedOnce) {
+        // Replaced since we read it: read the Node now there and write again from its own conditions.
+        this.node = await this.core.readNode({name: this.name})
+        return this.syncStatusNow(true, true)
+      }
       if (!isNotFound(error) || this.opts.reregister === false || this.shuttingDown) throw error
       await this.register()
       this.emit('registered', this.node)
-      this.node = await this.core.patchNodeStatus({name: this.name, body: threeWayStatusPatch(undefined, desired)}, SmpOptions)
+      desired = buildStatus(reading, this.identity, this.config, this.values(reading), this.node?.status?.conditions, new Date())
+      this.node = await this.core.patchNodeStatus({name: this.name, body: withUid(threeWayStatusPatch(undefined, desired), this.uid)}, SmpOptions)
     }
     this.emitTransitions(this.lastReportAt ? this.conditions : undefined, desired.conditions ?? [])
     this.conditions = desired.conditions
     this.lastReported = desired
+    this.reportedTo = this.uid
     this.lastReportAt = Date.now()
     this.lastError = undefined
     this.emit('change', this.snapshot())
@@ -339,4 +366,11 @@ export class NodeController extends EventEmitter {
       if (!isNotFound(error)) throw error
     }
   }
+}
+
+/** A status patch that lands only on the Node of this uid (metadata.uid as its precondition). */
+function withUid(patch: Record<string, unknown>, uid: string | undefined): Record<string, unknown> {
+  if (!uid) return patch
+  const metadata = (patch.metadata ?? {}) as Record<string, unknown>
+  return {...patch, metadata: {...metadata, uid}}
 }

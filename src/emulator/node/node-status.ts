@@ -2,13 +2,8 @@ import type {V1Node, V1NodeCondition, V1NodeStatus, V1Taint} from '@kubernetes/c
 import type {HostIdentity, HostReading} from './host.js'
 import {formatBytes, formatCpu} from '../quantity.js'
 
-/** Our own keys on objects we touch. */
-export const LabelPrefix = 'vnode.dev'
-export const NodeMarkerLabel = `${LabelPrefix}/node`
-export const LastAppliedStatusAnnotation = `${LabelPrefix}/last-applied-status`
-export const CordonedByAnnotation = `${LabelPrefix}/cordoned`
-/** On pods in the kubelet API's /runningpods/: `container=pid,...`. */
-export const PodPidsAnnotation = `${LabelPrefix}/pids`
+import {LastAppliedStatusAnnotation} from '../../common/labels.js'
+export {CordonedByAnnotation, LastAppliedStatusAnnotation, NodeMarkerLabel, PodPidsAnnotation} from '../../common/labels.js'
 export const DefaultTaint: V1Taint = {key: 'virtual-kubelet.io/provider', value: 'vnode', effect: 'NoSchedule'}
 export const DefaultMaxPods = 110
 
@@ -22,7 +17,11 @@ export interface NodeSpecConfig {
   name: string
   nodeIP: string
   port: number
+  /** Publish the host's name as a Hostname address (default true; false behind a relay, where the API server would dial it first). */
+  hostnameAddress?: boolean
   labels: Record<string, string>
+  /** Annotations vnode owns on its Node (the walls it builds), kept in line on each registration. */
+  annotations?: Record<string, string>
   taints: V1Taint[]
   cpu?: number
   memoryBytes?: number
@@ -122,10 +121,7 @@ export function buildStatus(reading: HostReading, identity: HostIdentity, cfg: N
   return {
     ...buildResources(reading, cfg),
     conditions: buildConditions(values, previous, now),
-    addresses: [
-      {type: 'InternalIP', address: cfg.nodeIP},
-      {type: 'Hostname', address: identity.hostname},
-    ],
+    addresses: [{type: 'InternalIP', address: cfg.nodeIP}, ...(cfg.hostnameAddress === false ? [] : [{type: 'Hostname', address: identity.hostname}])],
     daemonEndpoints: {kubeletEndpoint: {Port: cfg.port}},
     nodeInfo: {
       machineID: identity.machineID,

@@ -35,7 +35,7 @@ interface Confirm {
 }
 
 /** Lines taken by everything but the table and the lower pane. */
-const HeaderLines = 3
+const HeaderLines = 4
 const FooterLines = 1
 
 export function Dashboard({store, actions, logs}: DashboardProps) {

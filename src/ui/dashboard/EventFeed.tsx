@@ -1,5 +1,5 @@
 import {Box, Text} from 'ink'
-import type {EventLine} from './store.js'
+import {NoteType, type EventLine} from './store.js'
 
 function clock(d: Date): string {
   return d.toTimeString().slice(0, 8)
@@ -18,14 +18,20 @@ export function EventFeed({events, height, errors = []}: {events: EventLine[]; h
           {errors.at(-1)}
         </Text>
       ) : null}
-      {lines.map((e, i) => (
-        <Text key={`${e.time.getTime()}-${i}`} wrap="truncate" color={e.type === 'Warning' ? 'yellow' : undefined}>
-          <Text dimColor>{clock(e.time)} </Text>
-          {e.type === 'Warning' ? 'Warning ' : ''}
-          <Text bold>{e.reason}</Text> {e.object}: {e.message}
-          {e.count > 1 ? <Text dimColor> (x{e.count})</Text> : null}
-        </Text>
-      ))}
+      {lines.map((e, i) =>
+        e.type === NoteType ? (
+          <Text key={`${e.time.getTime()}-${i}`} wrap="truncate" dimColor>
+            {clock(e.time)} {e.message}
+          </Text>
+        ) : (
+          <Text key={`${e.time.getTime()}-${i}`} wrap="truncate" color={e.type === 'Warning' ? 'yellow' : undefined}>
+            <Text dimColor>{clock(e.time)} </Text>
+            {e.type === 'Warning' ? 'Warning ' : ''}
+            <Text bold>{e.reason}</Text> {e.object}: {e.message}
+            {e.count > 1 ? <Text dimColor> (x{e.count})</Text> : null}
+          </Text>
+        ),
+      )}
     </Box>
   )
 }

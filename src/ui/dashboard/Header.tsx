@@ -1,6 +1,7 @@
 import type {V1NodeCondition} from '@kubernetes/client-node'
 import {Box, Text} from 'ink'
 import {humanAge} from '../../kubectl/pod-status.js'
+import {kubeletEndpointText} from '../../kubectl/pods-printer.js'
 import {type DashboardModel, formatCores, formatMem} from './store.js'
 
 const ConditionOrder = ['Ready', 'MemoryPressure', 'DiskPressure', 'PIDPressure']
@@ -51,6 +52,25 @@ export function Header({model}: {model: DashboardModel}) {
         <Text>{ratio(model.memRequested, model.memAllocatable, formatMem)}</Text>
         {model.sandbox ? <Text dimColor>{'  '}sandbox </Text> : null}
         {model.sandbox ? <Text color={model.sandbox === 'none' ? 'yellow' : undefined}>{model.sandbox}</Text> : null}
+        {model.walls ? <Text dimColor>{'  '}walls </Text> : null}
+        {model.walls ? <Text>{model.walls}</Text> : null}
+        {model.podNetwork === 'pod' ? <Text dimColor>{'  '}network </Text> : null}
+        {model.podNetwork === 'pod' ? <Text>pod</Text> : null}
+        {/* Ready entries of the warm pool, over what it is sized to now, and its cap. */}
+        {model.pool ? <Text dimColor>{'  '}pool </Text> : null}
+        {model.pool ? <Text>{`${model.pool.ready}/${model.pool.target}`}</Text> : null}
+        {model.pool ? <Text dimColor>{` max ${model.pool.cap}`}</Text> : null}
+      </Text>
+      {model.podNetwork && model.podNetwork !== 'pod' ? (
+        <Text wrap="truncate">
+          <Text dimColor>network </Text>
+          <Text color="yellow">{model.podNetwork}</Text>
+        </Text>
+      ) : null}
+      {/* A line of its own: a relay's namespace/name and address would be cut off at the end of another. */}
+      <Text wrap="truncate">
+        <Text dimColor>kubelet </Text>
+        <Text>{model.kubeletEndpoint ? kubeletEndpointText(model.kubeletEndpoint.relay, model.kubeletEndpoint.address) : 'not yet'}</Text>
       </Text>
     </Box>
   )

@@ -1,3 +1,4 @@
+import {allContainers} from '../../common/pods.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {Box, Text} from 'ink'
 import {useEffect, useRef, useState} from 'react'
@@ -30,7 +31,7 @@ export function useLogTail(logs: ContainerLogs | undefined, pod: V1Pod | undefin
 }
 
 export function LogPane({pod, lines, height}: {pod: V1Pod; lines: LogLine[]; height: number}) {
-  const containers = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].map((c) => c.name)
+  const containers = allContainers(pod).map((c) => c.name)
   const colorOf = (c: string): Color => Palette[Math.max(0, containers.indexOf(c)) % Palette.length]
   const multi = containers.length > 1
   const shown = lines.slice(-Math.max(1, height - 1))

@@ -1,6 +1,9 @@
 import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
 import type {ContainerLogs} from '../../emulator/provider/logs.js'
 import type {PodUsage} from '../../emulator/provider/usage.js'
+import type {SandboxPoolFigures} from '../../emulator/provider/pool.js'
+
+export type {SandboxPoolFigures}
 
 /** What the dashboard needs of a node snapshot (src/emulator/node/node-controller.ts NodeSnapshot). */
 export interface NodeView {
@@ -9,6 +12,9 @@ export interface NodeView {
   capacity: Record<string, string>
   allocatable: Record<string, string>
   labels?: Record<string, string>
+  annotations?: Record<string, string>
+  /** The node IP and kubelet port the API server dials (a relay's, behind one). */
+  kubeletEndpoint?: string
 }
 
 /** The event shape the emulator's recorder emits (src/emulator/kube/events.ts RecordedEvent). */
@@ -66,7 +72,7 @@ type Subscribe = {
 /**
  * The read-only feed of one node the dashboard renders; the Emulator
  * (src/emulator/emulator.ts) is one; its events are DashboardFeedEvents.
- * pods() and usage() are optional so the dashboard works with a node that
+ * pods(), usage() and pool() are optional so the dashboard works with a node that
  * does not run pods yet.
  */
 export interface DashboardFeed {
@@ -79,6 +85,8 @@ export interface DashboardFeed {
   node?(): NodeView | undefined
   pods?(): V1Pod[]
   usage?(): PodUsage[]
+  /** The warm pool of pod sandboxes; undefined (or absent) when the node keeps none. */
+  pool?(): SandboxPoolFigures | undefined
   on: Subscribe
   off: Subscribe
 }

@@ -1,3 +1,4 @@
+import {allContainers} from '../../common/pods.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {type ContainerLogs, isContainerLogRefusal} from '../../emulator/provider/logs.js'
 
@@ -35,7 +36,7 @@ export class PodLogTail {
 
   /** Starts following new instances; returns true when lines came since the last poll. */
   poll(pod: V1Pod): boolean {
-    for (const c of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) this.follow(pod, c.name)
+    for (const c of allContainers(pod)) this.follow(pod, c.name)
     const added = this.added
     this.added = false
     return added

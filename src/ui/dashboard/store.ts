@@ -1,9 +1,12 @@
-import {SandboxLabel} from '../../emulator/runtime/sandbox/spec.js'
-import type {V1NodeCondition, V1Pod} from '@kubernetes/client-node'
-import {podRequests} from '../../emulator/pods/admission.js'
+import {allContainerStatuses, isTerminalPhase} from '../../common/pods.js'
+import {PodNetworkAnnotation, RelayAnnotation, SandboxLabel, WallsAnnotation} from '../../common/labels.js'
+import type {V1Pod} from '@kubernetes/client-node'
 import {parseQuantity} from '../../emulator/quantity.js'
 import {humanAge, podReady, podRestarts, podStatus} from '../../kubectl/pod-status.js'
 import {type DashboardFeed, type FeedEvent, type FeedListeners, flattenUsage, type NodeView} from './feed.js'
+import {compareRows, formatCores, formatMem, podRequest, SortKeys, toneOf, type DashboardModel, type EventLine, type PodView, type SortKey, type Tone} from './model.js'
+
+export * from './model.js'
 
 /** At most this often the dashboard redraws (10 per second): bursts of pod updates coalesce. */
 export const DefaultRedrawIntervalMs = 100
@@ -18,69 +21,10 @@ export const DefaultTickMs = 1000
 export const DefaultUsageIntervalMs = 5000
 /** The event feed keeps the latest events only. */
 export const DefaultMaxEvents = 100
-/** Errors and shutdown steps kept for display. */
+/** The event type of a node's own line in the feed: not a Kubernetes event. */
+export const NoteType = 'Note'
+/** Errors, start-up and shutdown steps kept for display. */
 export const DefaultMaxNotes = 20
-
-export type SortKey = 'namespace' | 'name' | 'status' | 'restarts' | 'age' | 'cpu' | 'mem'
-export const SortKeys: SortKey[] = ['namespace', 'name', 'status', 'restarts', 'age', 'cpu', 'mem']
-
-/** How a row is coloured, as k9s does: by what the STATUS column says. */
-export type Tone = 'ok' | 'pending' | 'completed' | 'failed' | 'terminating'
-
-export interface PodView {
-  uid: string
-  namespace: string
-  name: string
-  ready: string
-  status: string
-  restarts: string
-  restartCount: number
-  age: string
-  createdMs: number
-  pid: string
-  cpu: string
-  mem: string
-  cpuCores?: number
-  memBytes?: number
-  tone: Tone
-  pod: V1Pod
-}
-
-export interface EventLine {
-  time: Date
-  type: string
-  reason: string
-  object: string
-  uid?: string
-  message: string
-  count: number
-}
-
-export interface DashboardModel {
-  nodeName: string
-  server: string
-  serverVersion: string
-  /** What the node's pods run inside (its vnode.dev/sandbox label). */
-  sandbox?: string
-  now: number
-  startedAt: Date
-  lastLeaseRenewal?: Date
-  conditions: V1NodeCondition[]
-  podsUsed: number
-  podsCapacity?: number
-  cpuRequested: number
-  memRequested: number
-  cpuAllocatable?: number
-  memAllocatable?: number
-  rows: PodView[]
-  events: EventLine[]
-  steps: {step: string; detail: string}[]
-  errors: string[]
-  stopping: string[]
-  sort: {key: SortKey; descending: boolean}
-  /** Bumped on every flush. */
-  version: number
-}
 
 export interface StoreOptions {
   nodeName: string
@@ -90,41 +34,6 @@ export interface StoreOptions {
   maxEvents?: number
 }
 
-const FailedStatuses =
-  /^(Error|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|ErrImageNeverPull|InvalidImageName|CreateContainerConfigError|CreateContainerError|RunContainerError|ContainerStatusUnknown|OOMKilled|Failed|Unknown|Evicted|NodeLost|OutOf.*|Unexpected.*|.*ExitCode:.*|.*Signal:.*|Init:Error|Init:CrashLoopBackOff)$/
-
-export function toneOf(status: string, ready: string): Tone {
-  if (status === 'Terminating') return 'terminating'
-  if (status === 'Completed' || status === 'Succeeded') return 'completed'
-  if (FailedStatuses.test(status)) return 'failed'
-  if (status === 'Running') {
-    const [r, t] = ready.split('/')
-    return r === t ? 'ok' : 'pending'
-  }
-  return 'pending'
-}
-
-/**
- * A pod's effective request in cores or bytes: admission's podRequests (the
- * scheduler's count: app containers and sidecars, max'ed with each init
- * container and the sidecars before it, limits standing in for missing
- * requests, plus overhead), so the header agrees with what admission admits.
- */
-export function podRequest(pod: V1Pod, resource: 'cpu' | 'memory'): number {
-  let requests: Record<string, number>
-  try {
-    requests = podRequests(pod)
-  } catch {
-    return 0 // an invalid quantity never reached a running pod
-  }
-  const v = requests[resource] ?? 0
-  return resource === 'cpu' ? v / 1000 : v
-}
-
-function isTerminal(pod: V1Pod): boolean {
-  return pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed'
-}
-
 function num(v: string | undefined): number | undefined {
   if (v === undefined) return undefined
   try {
@@ -132,19 +41,6 @@ function num(v: string | undefined): number | undefined {
   } catch {
     return undefined
   }
-}
-
-export function formatCores(cores: number): string {
-  const m = Math.round(cores * 1000)
-  if (m === 0) return '0'
-  return m >= 1000 && m % 1000 === 0 ? String(m / 1000) : `${m}m`
-}
-
-export function formatMem(bytes: number): string {
-  if (bytes === 0) return '0'
-  if (bytes >= 2 ** 30) return `${(bytes / 2 ** 30).toFixed(1)}Gi`
-  if (bytes >= 2 ** 20) return `${Math.round(bytes / 2 ** 20)}Mi`
-  return `${Math.round(bytes / 1024)}Ki`
 }
 
 interface PodUsage {
@@ -216,7 +112,7 @@ export class DashboardStore {
     this.redrawMs = opts.redrawIntervalMs ?? DefaultRedrawIntervalMs
     this.maxEvents = opts.maxEvents ?? DefaultMaxEvents
     this.handlers = {
-      step: (step, detail) => this.update(() => this.steps.push({step, detail})),
+      step: (step, detail) => this.update(() => (this.steps = [...this.steps, {step, detail}].slice(-DefaultMaxNotes))),
       node: (s) => this.update(() => (this.node = s)),
       lease: () => this.markDirty(),
       event: (e) => this.update(() => this.pushEvent(e)),
@@ -278,6 +174,11 @@ export class DashboardStore {
   private removePod(uid: string): void {
     this.pods.delete(uid)
     this.usageByPod.delete(uid)
+  }
+
+  /** A line of the node's own (src/ui/node-notes.ts), shown in the event feed at the time it came. */
+  note(text: string, time = new Date()): void {
+    this.update(() => this.pushEvent({type: NoteType, reason: '', message: text, object: {}, count: 1, time}))
   }
 
   private pushEvent(e: FeedEvent): void {
@@ -361,13 +262,17 @@ export class DashboardStore {
     const rows = [...this.pods.values()].map((p) => this.row(p, now))
     rows.sort(compareRows(this.sort.key))
     if (this.sort.descending) rows.reverse()
-    const active = [...this.pods.values()].filter((p) => !isTerminal(p))
+    const active = [...this.pods.values()].filter((p) => !isTerminalPhase(p.status?.phase))
     const n = this.node
     return {
       nodeName: n?.name ?? this.opts.nodeName,
       server: this.feed.server,
       serverVersion: this.feed.serverVersion,
       sandbox: n?.labels?.[SandboxLabel],
+      walls: n?.annotations?.[WallsAnnotation],
+      podNetwork: n?.annotations?.[PodNetworkAnnotation],
+      pool: this.poolView(),
+      kubeletEndpoint: n ? {relay: n.annotations?.[RelayAnnotation], address: n.kubeletEndpoint} : undefined,
       now,
       startedAt: this.feed.startedAt,
       lastLeaseRenewal: this.feed.lastLeaseRenewal,
@@ -388,6 +293,12 @@ export class DashboardStore {
     }
   }
 
+  /** Three numbers of the node's pool, read as the frame is built (synchronous and cheap). */
+  private poolView(): DashboardModel['pool'] {
+    const p = this.feed.pool?.()
+    return p ? {ready: p.ready, target: p.target, cap: p.cap} : undefined
+  }
+
   private factsOf(p: V1Pod): PodFacts {
     let f = this.facts.get(p)
     if (!f) {
@@ -396,7 +307,7 @@ export class DashboardStore {
       f = {
         ready,
         status,
-        restartCount: [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].reduce((s, c) => s + (c.restartCount ?? 0), 0),
+        restartCount: allContainerStatuses(p).reduce((s, c) => s + (c.restartCount ?? 0), 0),
         createdMs: p.metadata?.creationTimestamp ? new Date(p.metadata.creationTimestamp).getTime() : undefined,
         tone: toneOf(status, ready),
         cpuRequest: podRequest(p, 'cpu'),
@@ -430,26 +341,5 @@ export class DashboardStore {
       tone,
       pod: p,
     }
-  }
-}
-
-function compareRows(key: SortKey): (a: PodView, b: PodView) => number {
-  const byName = (a: PodView, b: PodView) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name)
-  switch (key) {
-    case 'name':
-      return (a, b) => a.name.localeCompare(b.name) || byName(a, b)
-    case 'status':
-      return (a, b) => a.status.localeCompare(b.status) || byName(a, b)
-    case 'restarts':
-      return (a, b) => a.restartCount - b.restartCount || byName(a, b)
-    case 'age':
-      // Youngest first, as "sorted by age" reads in kubectl.
-      return (a, b) => b.createdMs - a.createdMs || byName(a, b)
-    case 'cpu':
-      return (a, b) => (a.cpuCores ?? -1) - (b.cpuCores ?? -1) || byName(a, b)
-    case 'mem':
-      return (a, b) => (a.memBytes ?? -1) - (b.memBytes ?? -1) || byName(a, b)
-    default:
-      return byName
   }
 }

@@ -1,6 +1,6 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {render} from 'ink'
-import type {StartWatch} from '../pods-output.js'
+import type {StartWatch} from '../../kubectl/pod-watch.js'
 import {PodWatchStore} from './watch-store.js'
 import {WatchTable} from './WatchTable.js'
 

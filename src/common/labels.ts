@@ -1,0 +1,27 @@
+/**
+ * vnode's own keys on the API objects it touches: the vocabulary the node
+ * writes and the CLI, kubectl-style printing and the UI read.
+ */
+const LabelPrefix = 'vnode.dev'
+/** On the Node: this is a vnode node. */
+export const NodeMarkerLabel = `${LabelPrefix}/node`
+export const LastAppliedStatusAnnotation = `${LabelPrefix}/last-applied-status`
+export const CordonedByAnnotation = `${LabelPrefix}/cordoned`
+/** On pods in the kubelet API's /runningpods/: `container=pid,...`. */
+export const PodPidsAnnotation = `${LabelPrefix}/pids`
+/** The node label saying which sandbox mode its pods run in. */
+export const SandboxLabel = `${LabelPrefix}/sandbox`
+/** The node label that says whether pods' resources are enforced (`v1`, `v2` or `none`). */
+export const CgroupsLabel = `${LabelPrefix}/cgroups`
+/** The same, set by `pods` on each pod it prints (the SANDBOX column). */
+export const PodSandboxAnnotation = SandboxLabel
+/** The node annotation listing the walls its pods get (runtime/sandbox/walls.ts). */
+export const WallsAnnotation = `${LabelPrefix}/walls`
+/** The same, set by `pods` on each pod it prints (the WALLS column). */
+export const PodWallsAnnotation = WallsAnnotation
+/** The node annotation saying where its pods' network is: `pod`, or `host: <why the pod network is off>`. */
+export const PodNetworkAnnotation = `${LabelPrefix}/pod-network`
+/** On the Node: the relay pod (namespace/name) that carries the API server's connections to its kubelet API; absent when direct. */
+export const RelayAnnotation = `${LabelPrefix}/relay`
+/** The same, set by `pods` on each pod it prints (the ENDPOINT column): `direct`, or the relay pod. */
+export const PodRelayAnnotation = RelayAnnotation
