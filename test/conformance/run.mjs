@@ -1,25 +1,16 @@
 // `npm run conformance`: the corpus on a vnode node and on the reference
 // kubelet node of one local cluster, side by side, compared field by field.
-// Writes a Markdown report and JSON, and prints a last line
-//   conformance: N/M specs identical, K documented differences
-// Exit 0 only when every difference is a documented one.
+// Writes a Markdown report and JSON (and recording.json, the raw watch record,
+// which `--compare recording.json` compares again), and prints a last line
+//   conformance: N/M identical, D identical apart from documented differences (...), F different
+// Exit 0 only when every difference is a documented one, every spec ran on both
+// nodes, and the host is left as it was found; 2 when the suite cannot run.
 import {spawn} from 'node:child_process'
-import {mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises'
-import {tmpdir} from 'node:os'
+import {mkdir, mkdtemp, readdir, readFile, rm, rmdir, writeFile} from 'node:fs/promises'
+import {availableParallelism, tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {execa} from 'execa'
-import {
-  compareEvents,
-  compareTimelines,
-  compareTimes,
-  DefaultGoneToleranceMs,
-  DefaultSampleSeconds,
-  DefaultStartToleranceMs,
-  DefaultTimingToleranceMs,
-  documented,
-  eventSequence,
-  normalisePod,
-} from './compare.mjs'
+import {compareAll, loadSummary, validateDifferences} from './compare.mjs'
 import {corpus, Fixtures} from './corpus.mjs'
 import {vnodeImageMap} from './images.mjs'
 import {conformanceDir, repoRoot} from './paths.mjs'
@@ -33,16 +24,34 @@ export const DefaultStaggerMs = 400
 /** Specs run this many at a time: the suite compares semantics, not how a node copes with a crowd (that is `npm run bench`). */
 export const DefaultBatchSize = 17
 export const DefaultGoneTimeoutMs = 90_000
+/** The corpus's ports are picked from this many ports below the ephemeral range. */
+export const DefaultPortSpan = 8_000
 const Namespaces = {kubelet: 'conformance-kubelet', vnode: 'conformance-vnode'}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const log = (l) => console.error(l)
 const cli = join(repoRoot, 'bin', 'kubectl-vnode')
 
+/**
+ * Ports for the corpus's probe servers and for the probes of ports nobody
+ * listens on. On vnode every pod shares the host network, so they are taken
+ * below the kernel's ephemeral range (ip_local_port_range): a program that
+ * binds port 0 (an API server, a kubelet of another run on this host) never
+ * lands there, so a "closed" port stays closed for the whole run.
+ */
 async function freePorts(n) {
-  const {freePort} = await import(join(repoRoot, 'dist/common/ports.js'))
+  const {portOr} = await import(join(repoRoot, 'dist/common/ports.js'))
+  const range = await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '32768 60999')
+  const low = Number(range.trim().split(/\s+/)[0]) || 32768
+  const from = Math.max(1024, low - DefaultPortSpan)
+  // Free when it can be bound on every address and on loopback (portOr gives another port otherwise).
+  const free = async (port) => (await portOr(port, '0.0.0.0')) === port && (await portOr(port, '127.0.0.1')) === port
   const out = new Set()
-  while (out.size < n) out.add(await freePort('0.0.0.0'))
+  for (let tries = 0; out.size < n && tries < 1000; tries++) {
+    const port = from + Math.floor(Math.random() * (low - from))
+    if (!out.has(port) && (await free(port))) out.add(port)
+  }
+  if (out.size < n) throw new Error(`no ${n} free ports in ${from}-${low - 1}`)
   return [...out]
 }
 
@@ -121,80 +130,38 @@ async function record(k8s, kc, ns, rec) {
   return () => controllers.forEach((c) => c.abort())
 }
 
-/** The node picked the pod up when it first wrote its status: the start of the pod's timeline. */
-const nodeWrote = (pod) => (pod.status?.conditions ?? []).some((c) => c.type === 'PodReadyToStartContainers') || !!pod.status?.containerStatuses
-
-const anyStarted = (pod) => [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].some((c) => c.state?.running || c.state?.terminated)
-
-/** Post-delete states are placed from this offset on, counted from the delete call. */
-export const DeletePhaseOffsetMs = 1_000_000
-/** Seconds after the delete call at which both nodes' pods are compared again. */
-export const DefaultDeleteSampleSeconds = [1, 3, 6, 10]
-
-/**
- * The pod's states on two clocks. Up to the delete call, from the moment its
- * first container started (or, for a pod whose containers never start, from
- * its node's first status write): how long a node takes to get a container
- * going is measured apart, as running/ready times from creation, and must not
- * shift every later sample; states before that moment are transient on both
- * nodes and are not sampled. From the delete call on, counted from that call
- * (plus DeletePhaseOffsetMs), so termination is compared with termination.
- */
-function timelineOf(r, ctx) {
-  const created = r.created
-  const live = r.states.filter((s) => s.type !== 'DELETED')
-  const picked = live.find((s) => anyStarted(s.pod))?.at ?? live.find((s) => nodeWrote(s.pod))?.at ?? created
-  const deleted = r.deleted ?? Infinity
-  const out = []
-  let running, ready, gone, held
-  for (const s of r.states) {
-    const sinceCreate = s.at - created
-    if (s.type === 'DELETED') {
-      gone = r.deleted !== undefined ? s.at - r.deleted : undefined
-      continue
-    }
-    const flat = normalisePod(s.pod, ctx)
-    const st = s.pod.status ?? {}
-    if (running === undefined && (st.containerStatuses ?? []).some((c) => c.state?.running)) running = sinceCreate
-    if (ready === undefined && (st.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True')) ready = sinceCreate
-    if (s.at < deleted) {
-      held = flat
-      const t = s.at - picked
-      if (t < 0) continue
-      push(out, t, flat)
-    } else {
-      // The state that held when the delete was asked for opens the delete phase.
-      if (held && !out.some((x) => x.t >= DeletePhaseOffsetMs)) push(out, DeletePhaseOffsetMs, held)
-      push(out, DeletePhaseOffsetMs + (s.at - deleted), flat)
-    }
-  }
-  if (held && r.deleted !== undefined && !out.some((x) => x.t >= DeletePhaseOffsetMs)) push(out, DeletePhaseOffsetMs, held)
-  return {timeline: out, times: {running, ready, gone}, deleteAt: r.deleted === undefined ? undefined : r.deleted - picked}
-}
-
-function push(out, t, flat) {
-  const last = out.at(-1)
-  if (last && JSON.stringify(last.flat) === JSON.stringify(flat)) return
-  out.push({t: Math.max(t, last?.t ?? 0), flat})
-}
-
 async function runCorpus({core, k8s, kc, nodes, specs, windowSeconds}) {
   const rec = {kubelet: {pods: {}, events: {}}, vnode: {pods: {}, events: {}}}
   const stops = []
   for (const side of ['kubelet', 'vnode']) stops.push(await record(k8s, kc, Namespaces[side], rec[side]))
   const deletions = []
-  const remove = (side, spec) => {
+  const remove = async (side, spec) => {
     const r = rec[side].pods[spec.name]
+    if (r.createError) return
+    // What the containers wrote, read through the API server (the node's log endpoint) before the delete.
+    if (spec.logs) r.logs = await containerLogs(core, Namespaces[side], spec)
     r.deleted = Date.now()
-    const body = spec.gracePeriodSeconds === undefined ? undefined : {gracePeriodSeconds: spec.gracePeriodSeconds}
-    return core.deleteNamespacedPod({name: spec.name, namespace: Namespaces[side], body}).catch((e) => log(`delete ${side}/${spec.name}: ${e.message}`))
+    const del = (gracePeriodSeconds) =>
+      core
+        .deleteNamespacedPod({name: spec.name, namespace: Namespaces[side], body: gracePeriodSeconds === undefined ? undefined : {gracePeriodSeconds}})
+        .catch((e) => (r.deleteErrors ??= []).push(e.message))
+    await del(spec.gracePeriodSeconds)
+    if (spec.forceAfter !== undefined) {
+      await sleep(spec.forceAfter * 1000)
+      r.forced = Date.now()
+      await del(0)
+    }
   }
   for (const spec of specs) {
     for (const side of ['kubelet', 'vnode']) {
       const body = {metadata: {name: spec.name, labels: {spec: spec.name}}, spec: {...spec.spec, nodeName: nodes[side]}}
       const r = (rec[side].pods[spec.name] ??= {states: []})
       r.created = Date.now()
-      await core.createNamespacedPod({namespace: Namespaces[side], body}).catch((e) => log(`create ${side}/${spec.name}: ${e.message}`))
+      // A spec the API server refuses is a failed spec, not an empty (and so identical) one.
+      await core.createNamespacedPod({namespace: Namespaces[side], body}).catch((e) => {
+        r.createError = e.body?.message ?? e.message
+        log(`create ${side}/${spec.name}: ${r.createError}`)
+      })
       deletions.push(sleep((spec.deleteAfter ?? windowSeconds) * 1000).then(() => remove(side, spec)))
     }
     await sleep(DefaultStaggerMs)
@@ -202,57 +169,102 @@ async function runCorpus({core, k8s, kc, nodes, specs, windowSeconds}) {
   log(`conformance: ${specs.length} specs created on both nodes; watching for ${windowSeconds} s each`)
   await Promise.all(deletions)
   const deadline = Date.now() + DefaultGoneTimeoutMs
-  const allGone = () => ['kubelet', 'vnode'].every((side) => Object.values(rec[side].pods).every((r) => r.states.some((s) => s.type === 'DELETED')))
+  const allGone = () => ['kubelet', 'vnode'].every((side) => Object.values(rec[side].pods).every((r) => r.createError || r.states.some((s) => s.type === 'DELETED')))
   while (!allGone() && Date.now() < deadline) await sleep(500)
+  // A pod still there at the deadline stays without a DELETED state: compare fails it as never gone.
+  for (const side of ['kubelet', 'vnode'])
+    for (const [name, r] of Object.entries(rec[side].pods))
+      if (!r.createError && !r.states.some((s) => s.type === 'DELETED')) log(`conformance: ${side}/${name} still there ${DefaultGoneTimeoutMs / 1000} s after the deletes`)
   await sleep(2000) // the last events of the deletes
   stops.forEach((s) => s())
   return rec
 }
 
-async function loadDifferences() {
-  return JSON.parse(await readFile(join(conformanceDir, 'differences.json'), 'utf8')).differences
+/** The logs of every container a spec names, each as text or {error}. */
+async function containerLogs(core, namespace, spec) {
+  const out = {}
+  for (const container of Object.keys(spec.logs)) {
+    out[container] = await core.readNamespacedPodLog({name: spec.name, namespace, container}).then(
+      (text) => ({text: String(text)}),
+      (e) => ({error: e.body?.message ?? e.message}),
+    )
+  }
+  return out
 }
 
-function compareSpec(spec, rec, differences, ctx) {
-  const sides = {}
-  for (const side of ['kubelet', 'vnode']) {
-    const r = rec[side].pods[spec.name] ?? {states: [], created: Date.now()}
-    sides[side] = {...timelineOf(r, ctx[side]), events: eventSequence(rec[side].events[spec.name] ?? [], ctx[side])}
+/**
+ * What a stopped vnode left running: processes in its cgroup root
+ * (`vnode-<node>-<hash>` in each hierarchy), such as a container or a hook a
+ * stop did not end. They are killed by pid and their cgroups removed, so the
+ * host is left as found, and named, so the run fails.
+ */
+async function removeVnodeLeftovers(node) {
+  const marker = `/vnode-${node}-`
+  const left = []
+  for (const pid of (await readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+    const cg = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '')
+    if (!cg.includes(marker)) continue
+    const cmd = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0').join(' ').trim()
+    left.push(`vnode process ${pid} (${cmd.slice(0, 80)})`)
+    try {
+      process.kill(Number(pid), 'SIGKILL')
+    } catch {
+      // Gone already.
+    }
   }
-  // Before the delete: the samples both nodes reached before their delete call. After it: counted from the call,
-  // and marked, since termination is where a process node and a container differ most.
-  const deleteAt = Math.min(...['kubelet', 'vnode'].map((side) => sides[side].deleteAt ?? Infinity))
-  const sampleMs = [...DefaultSampleSeconds.map((s) => s * 1000).filter((t) => t < deleteAt), ...DefaultDeleteSampleSeconds.map((s) => DeletePhaseOffsetMs + s * 1000)]
-  const diffs = [
-    ...compareTimelines(sides.kubelet.timeline, sides.vnode.timeline, sampleMs, DefaultTimingToleranceMs).map((d) =>
-      d.at >= DeletePhaseOffsetMs ? {...d, at: d.at - DeletePhaseOffsetMs, path: `status-deleting ${d.path}`} : {...d, path: `status ${d.path}`},
-    ),
-    ...compareEvents(sides.kubelet.events, sides.vnode.events),
-    ...compareTimes(sides.kubelet.times, sides.vnode.times, {startToleranceMs: DefaultStartToleranceMs, goneToleranceMs: DefaultGoneToleranceMs}),
-  ]
-  for (const d of diffs) d.documented = documented(differences, spec.name, d.path)?.id
-  const verdict = diffs.length === 0 ? 'identical' : diffs.every((d) => d.documented) ? 'documented' : 'different'
-  return {name: spec.name, verdict, diffs, kubelet: sides.kubelet, vnode: sides.vnode}
+  if (left.length > 0) await sleep(500)
+  for (const h of await readdir('/sys/fs/cgroup').catch(() => [])) {
+    // cgroup v2: the root is a directory of the unified hierarchy itself.
+    if (h.startsWith(marker.slice(1))) {
+      left.push(`vnode cgroup ${h}`)
+      await removeCgroupDir(join('/sys/fs/cgroup', h))
+      continue
+    }
+    for (const d of (await readdir(join('/sys/fs/cgroup', h)).catch(() => [])).filter((x) => x.startsWith(marker.slice(1)))) {
+      left.push(`vnode cgroup ${h}/${d}`)
+      await removeCgroupDir(join('/sys/fs/cgroup', h, d))
+    }
+  }
+  return left
+}
+
+/** Removes a cgroup directory, its children first (rmdir: a cgroup's files go with it). */
+async function removeCgroupDir(dir) {
+  for (const e of await readdir(dir, {withFileTypes: true}).catch(() => [])) if (e.isDirectory()) await removeCgroupDir(join(dir, e.name))
+  await rmdir(dir).catch(() => undefined)
+}
+
+/** The 1-minute load average, sampled through the run: the timing tolerances scale with it. */
+function watchLoad(samples, everyMs = 5_000) {
+  const read = () =>
+    readFile('/proc/loadavg', 'utf8').then(
+      (t) => samples.push({at: Date.now(), load1: Number(t.split(' ')[0])}),
+      () => undefined,
+    )
+  void read()
+  const t = setInterval(read, everyMs)
+  return () => clearInterval(t)
+}
+
+async function loadDifferences() {
+  return validateDifferences(JSON.parse(await readFile(join(conformanceDir, 'differences.json'), 'utf8')).differences)
 }
 
 /** Compares a recording (also one saved by an earlier run: `--compare recording.json`) and writes the report. */
 export async function compareRecording({outDir, nodes, specs, rec, differences, seconds}) {
-  const ctx = Object.fromEntries(
-    ['kubelet', 'vnode'].map((side) => [
-      side,
-      {
-        names: [
-          [Namespaces[side], '<ns>'],
-          [nodes[side], '<node>'],
-        ],
-      },
-    ]),
-  )
-  const results = specs.map((spec) => compareSpec(spec, rec, differences, ctx))
-  return writeReport({outDir, results, differences, seconds, nodes})
+  const results = compareAll({specs, rec, nodes, namespaces: Namespaces, differences})
+  return writeReport({outDir, results, differences, seconds, nodes, load: loadSummary(rec)})
+}
+
+/** The --only entries that name no spec of the corpus (each entry matches the specs whose name contains it). */
+export function unknownSpecs(only) {
+  const names = corpus(Array.from({length: 8}, (_, i) => 20_000 + i)).map((s) => s.name)
+  return only.filter((o) => !names.some((n) => n.includes(o)))
 }
 
 export async function runConformance({outDir = join(repoRoot, '.conformance'), windowSeconds = DefaultWindowSeconds, only} = {}) {
+  const unknown = only ? unknownSpecs(only) : []
+  if (unknown.length > 0) throw new Error(`--only ${unknown.join(',')}: no spec of the corpus has that in its name`)
   await installPrerequisites(log)
   const missing = missingPrerequisites()
   if (missing.length > 0) throw new Error(`the reference node cannot run here: missing ${missing.join(', ')}`)
@@ -267,6 +279,10 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
   const refDir = join(dir, 'reference')
   let vnode
   const started = Date.now()
+  // The KUBE-* iptables lines the reference kubelet leaves: taken before it starts, deleted once it is down.
+  const {restoreFirewall, snapshotFirewall} = await import(join(repoRoot, 'dist/common/host-firewall.js'))
+  const firewall = await snapshotFirewall()
+  let summary
   try {
     log('conformance: control plane')
     await execa(process.execPath, [cli, 'cluster', 'up', '--dir', clusterDir, '--port', '0'], {stdio: ['ignore', 'ignore', 'inherit']})
@@ -278,7 +294,8 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
     for (const side of ['kubelet', 'vnode']) await prepareNamespace(core, Namespaces[side])
     let specs = corpus(await freePorts(8))
     if (only) specs = specs.filter((s) => only.some((o) => s.name.includes(o)))
-    const rec = {kubelet: {pods: {}, events: {}}, vnode: {pods: {}, events: {}}}
+    const rec = {kubelet: {pods: {}, events: {}}, vnode: {pods: {}, events: {}}, load: [], cpus: availableParallelism()}
+    const stopLoad = watchLoad(rec.load)
     for (let i = 0; i < specs.length; i += DefaultBatchSize) {
       const batch = await runCorpus({core, k8s, kc, nodes, specs: specs.slice(i, i + DefaultBatchSize), windowSeconds})
       for (const side of ['kubelet', 'vnode']) {
@@ -286,25 +303,66 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
         Object.assign(rec[side].events, batch[side].events)
       }
     }
+    stopLoad()
     await mkdir(outDir, {recursive: true})
-    await writeFile(join(outDir, 'recording.json'), JSON.stringify({nodes, specs, rec}))
-    return compareRecording({outDir, nodes, specs, rec, differences, seconds: Math.round((Date.now() - started) / 1000)})
+    const seconds = Math.round((Date.now() - started) / 1000)
+    await writeFile(join(outDir, 'recording.json'), JSON.stringify({nodes, specs, rec, seconds}))
+    summary = await compareRecording({outDir, nodes, specs, rec, differences, seconds})
+    return summary
   } finally {
     await vnode?.stop().catch((e) => log(`vnode stop: ${e.message}`))
+    const vnodeLeft = await removeVnodeLeftovers(nodes.vnode).catch((e) => [`(vnode leftovers not checked: ${e.message})`])
     await stopReferenceNode({dir: refDir, log}).catch((e) => log(`reference node stop: ${e.message}`))
-    const left = await leftovers(refDir).catch(() => [])
-    if (left.length > 0) log(`conformance: the reference node left behind: ${left.join(', ')}`)
+    const left = [...vnodeLeft, ...(await leftovers(refDir).catch((e) => [`(not checked: ${e.message})`]))]
     await execa(process.execPath, [cli, 'cluster', 'down', '--dir', clusterDir], {stdio: ['ignore', 'ignore', 'inherit'], reject: false})
+    const firewallLeft = await restoreFirewall(firewall, (l) => log(`conformance: ${l}`))
+    for (const [key, ls] of Object.entries(firewallLeft)) left.push(...ls.map((l) => `${key}: ${l}`))
+    // A run that leaves the host changed fails, whatever it compared.
+    if (left.length > 0) {
+      log(`conformance: left behind: ${left.join(', ')}`)
+      if (summary) summary.ok = false
+    }
     if (!process.env.VNODE_CONFORMANCE_KEEP) await rm(dir, {recursive: true, force: true}).catch(() => undefined)
   }
 }
 
+/** What `run.mjs --help` prints. */
+export const Usage = `usage: node test/conformance/run.mjs [--only SPEC,...] [--window SECONDS] [--out DIR]
+       node test/conformance/run.mjs --compare RECORDING.json [--out DIR]
+Runs the corpus on a vnode node and on the reference kubelet of one local cluster (as root; about
+6 minutes), or compares a saved recording again. Writes the report to DIR (default .conformance/).`
+
+/** The flags run.mjs takes, each with a value: anything else is refused before a run starts. */
+export const Flags = ['--only', '--window', '--out', '--compare']
+
+/** The options of the command line, or the error that refuses it (a run is minutes of work: a typo must not start one). */
+export function parseArgs(args) {
+  if (args.includes('--help') || args.includes('-h')) return {help: true}
+  const opts = {}
+  for (let i = 0; i < args.length; i += 2) {
+    const [flag, value] = [args[i], args[i + 1]]
+    if (!Flags.includes(flag)) return {error: `unknown argument ${flag}`}
+    if (value === undefined || value.startsWith('--')) return {error: `${flag} needs a value`}
+    opts[flag.slice(2)] = value
+  }
+  if (opts.window !== undefined && !(Number(opts.window) > 0)) return {error: `--window ${opts.window}: must be a number of seconds above 0`}
+  return {opts}
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const args = process.argv.slice(2)
-  const opt = (f) => (args.includes(f) ? args[args.indexOf(f) + 1] : undefined)
+  const parsed = parseArgs(process.argv.slice(2))
+  if (parsed.help) {
+    console.log(Usage)
+    process.exit(0)
+  }
+  if (parsed.error) {
+    console.error(`error: ${parsed.error}\n${Usage}`)
+    process.exit(2)
+  }
+  const opt = (f) => parsed.opts[f.slice(2)]
   const saved = opt('--compare')
   const run = saved
-    ? readFile(saved, 'utf8').then(async (text) => compareRecording({...JSON.parse(text), outDir: opt('--out') ?? join(repoRoot, '.conformance'), differences: await loadDifferences(), seconds: 0}))
+    ? readFile(saved, 'utf8').then(async (text) => compareRecording({seconds: 0, ...JSON.parse(text), outDir: opt('--out') ?? join(repoRoot, '.conformance'), differences: await loadDifferences()}))
     : runConformance({
         outDir: opt('--out'),
         windowSeconds: opt('--window') ? Number(opt('--window')) : undefined,

@@ -15,6 +15,20 @@ function holdPort(port: number): Promise<Server | undefined> {
   })
 }
 
+/** Runs fn with the port of a server on loopback that accepts TCP connections and never says a word. */
+async function withSilentServer(fn: (port: number) => Promise<void>): Promise<void> {
+  const silent = createServer(() => undefined)
+  const sockets = new Set<import('node:net').Socket>()
+  silent.on('connection', (s) => (sockets.add(s), s.on('close', () => sockets.delete(s))))
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
+  try {
+    await fn((silent.address() as {port: number}).port)
+  } finally {
+    for (const s of sockets) s.destroy()
+    silent.close()
+  }
+}
+
 describeE2e('bad input on the command line: one error line, exit 1, no stack trace', () => {
   const dir = join(runDir(), uniqueName('badcli'))
   const node = uniqueName('badcli')
@@ -49,6 +63,7 @@ current-context: x
       ['bad --request-timeout', [...real, '--request-timeout', 'soon'], /invalid --request-timeout "soon"/],
       ['bad node name', ['--kubeconfig', kubeconfigPath(), '--name', 'Not_A_DNS_Name'], /invalid node name/],
       ['bad --label', [...real, '--label', 'noequals'], /invalid --label/],
+      ['bad --relay-node-selector', [...real, '--relay-node-selector', 'noequals'], /^error: invalid --relay-node-selector "noequals": expected key=value$/],
       ['bad --taint', [...real, '--taint', 'key=value'], /invalid --taint/],
       ['bad --cpu', [...real, '--cpu', 'lots'], /invalid --cpu/],
       ['missing --images file', [...real, '--images', join(dir, 'absent-images.yaml')], /invalid --images/],
@@ -112,24 +127,30 @@ current-context: x
     }
   })
 
+  test('--request-timeout bounds the requests of admission-policy too: a server that accepts and never answers fails it in time', async () => {
+    await withSilentServer(async (port) => {
+      const silentKc = file('silent-policy.yaml', kc(`https://127.0.0.1:${port}`))
+      // --remove starts with the admissionregistration API, install with the core API and then authentication's.
+      for (const args of [['--remove'], ['--allow', 'alice']]) {
+        const started = Date.now()
+        const r = await vnode(['admission-policy', 'some-node', ...args, '--kubeconfig', silentKc, '--request-timeout', '1s'], {timeout: 30_000})
+        expect(r.exitCode).toBe(1)
+        // kubectl's words for a transport failure, on one line.
+        expect(r.stderr.trim()).toMatch(new RegExp(`^Unable to connect to the server 127\\.0\\.0\\.1:${port}: no answer within 1\\.0s \\(--request-timeout\\)$`))
+        expect(Date.now() - started).toBeLessThan(15_000)
+      }
+    })
+  })
+
   test('--request-timeout bounds each API request of up: a server that accepts and never answers fails it in time; a real one runs', async () => {
-    // Accepts TCP connections on loopback and never says a word.
-    const silent = createServer(() => undefined)
-    const sockets = new Set<import('node:net').Socket>()
-    silent.on('connection', (s) => (sockets.add(s), s.on('close', () => sockets.delete(s))))
-    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r))
-    const port = (silent.address() as {port: number}).port
-    try {
+    await withSilentServer(async (port) => {
       const started = Date.now()
       const r = await vnode(['up', '--no-tui', '--kubeconfig', file('silent.yaml', kc(`https://127.0.0.1:${port}`)), '--name', uniqueName('silent'), '--request-timeout', '1s'], {timeout: 30_000})
       expect(r.exitCode).toBe(1)
       expect(r.stderr.trim()).toMatch(new RegExp(`^error: cannot reach the API server at https://127\\.0\\.0\\.1:${port}: no answer within --request-timeout$`))
       expect(r.stderr.trim().split('\n')).toHaveLength(1)
       expect(Date.now() - started).toBeLessThan(15_000)
-    } finally {
-      for (const s of sockets) s.destroy()
-      silent.close()
-    }
+    })
     const p = startVnode(uniqueName('rto'), ['--request-timeout', '10s', '--rm'])
     await p.ready()
     expect(await p.stop()).toBe(0)

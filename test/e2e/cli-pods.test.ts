@@ -66,15 +66,18 @@ describeE2e('kubectl vnode pods', () => {
     expect(r.stdout).toMatch(/^web\s+1\/1\s+Running/m)
   })
 
-  test('-A adds NAMESPACE and lists every namespace; -o wide adds IP, the PIDS of the running processes and the SANDBOX mode of the node', async () => {
+  test('-A adds NAMESPACE and lists every namespace; -o wide adds IP, the PIDS of the running processes, the SANDBOX mode, the WALLS, the NETWORK and the kubelet ENDPOINT of the node', async () => {
     const r = await vnode(['pods', '-A', '-o', 'wide'])
     expect(r.exitCode).toBe(0)
-    expect(r.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+NODE\s+IP\s+PIDS\s+SANDBOX$/)
+    expect(r.stdout.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+NODE\s+IP\s+PIDS\s+SANDBOX\s+WALLS\s+NETWORK\s+ENDPOINT$/)
     const nodeObj = await c.core.readNode({name: node})
     const nodeIP = nodeObj.status!.addresses!.find((a) => a.type === 'InternalIP')!.address
     const mode = nodeObj.metadata!.labels!['vnode.dev/sandbox']
     expect(['namespaces', 'none']).toContain(mode)
-    expect(r.stdout).toMatch(new RegExp(`^${ns1}\\s+web\\s+1/1\\s+Running\\s+0\\s+\\d+s\\s+${node}\\s+${nodeIP.replaceAll('.', '\\.')}\\s+\\d+\\s+${mode}$`, 'm'))
+    const walls = nodeObj.metadata!.annotations!['vnode.dev/walls']
+    expect(walls).toMatch(/^[a-z0-9,-]+$/)
+    const network = nodeObj.metadata!.annotations!['vnode.dev/pod-network'].replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+    expect(r.stdout).toMatch(new RegExp(`^${ns1}\\s+web\\s+1/1\\s+Running\\s+0\\s+\\d+s\\s+${node}\\s+${nodeIP.replaceAll('.', '\\.')}\\s+\\d+\\s+${mode}\\s+${walls}\\s+${network}\\s+direct$`, 'm'))
     expect(r.stdout).toMatch(new RegExp(`^${ns2}\\s+api\\s`, 'm'))
     expect(r.stdout).not.toContain('elsewhere')
   })

@@ -41,7 +41,13 @@ describeE2e('kubectl vnode pods / kill / logs with running pods', () => {
     expect(pids).toHaveLength(1)
     const wide = await vnode(['pods', '-n', ns, '-o', 'wide'])
     expect(wide.exitCode).toBe(0)
-    expect(wide.stdout).toMatch(new RegExp(`^talker\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeName}\\s+\\S+\\s+${pids[0]}\\s+none\\s*$`, 'm'))
+    // A plain node: its pods on the host's network, and the API server reaching its kubelet API directly.
+    expect(wide.stdout).toMatch(
+      new RegExp(
+        `^talker\\s+1/1\\s+Running\\s+0\\s+\\S+\\s+${nodeName}\\s+\\S+\\s+${pids[0]}\\s+none\\s+user-${process.getuid!()}-only\\s+host: pods run without namespaces \\(--sandbox none, or the host does not allow them\\)\\s+direct\\s*$`,
+        'm',
+      ),
+    )
     const logs = await waitFor(
       async () => {
         const r = await vnode(['logs', 'talker', '-n', ns])

@@ -39,11 +39,36 @@ describeE2e('kubectl vnode up on a terminal: the dashboard (tmux)', () => {
       200,
     )
     expect(first).toContain(node)
-    expect(first).toMatch(/Kubernetes v\d+\.\d+/)
+    expect(first.split('\n')[0]).toMatch(new RegExp(`^${node} on https://.*Kubernetes v\\d+\\.\\d+`))
+    // The node's own lines (the namespaces it serves, its mode) go to the event feed, never below the frame.
+    await waitFor(
+      async () => {
+        const lines = (await screen('tui')).split('\n')
+        return (
+          lines[0].startsWith(`${node} on https://`) && lines.some((l) => /^\d\d:\d\d:\d\d allowed namespaces: every namespace/.test(l)) && lines.some((l) => /^\d\d:\d\d:\d\d mode: sandbox /.test(l))
+        )
+      },
+      () => `the node's lines in the event feed, the title line at the top:\n${lastScreen}`,
+      15_000,
+      200,
+    )
     expect(first).toMatch(/Ready=True\s+MemoryPressure=False\s+DiskPressure=False\s+PIDPressure=False/)
     expect(first).toMatch(/NAMESPACE.?\s+NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\s+PID\s+CPU\s+MEM/)
     expect(first).toMatch(/pods 0\/110/)
-    expect((await c.core.readNode({name: node})).status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True')
+    const registered = await c.core.readNode({name: node})
+    expect(registered.status?.conditions?.find((x) => x.type === 'Ready')?.status).toBe('True')
+    // Where the API server reaches the kubelet API: the loopback control plane reaches the node itself.
+    const endpoint = `${registered.status!.addresses!.find((a) => a.type === 'InternalIP')!.address}:${registered.status!.daemonEndpoints!.kubeletEndpoint!.Port}`
+    await waitFor(
+      async () =>
+        (await screen('tui'))
+          .split('\n')
+          .map((l) => l.trimEnd())
+          .includes(`kubelet direct at ${endpoint}`),
+      () => `the kubelet line:\n${lastScreen}`,
+      15_000,
+      200,
+    )
     // The lease line moves on its own (redraws happen without input).
     await waitFor(async () => /lease \d+s ago/.test(await screen('tui')), 'the lease age', 15_000, 200)
 

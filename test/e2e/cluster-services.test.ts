@@ -3,12 +3,10 @@ import {readFileSync} from 'node:fs'
 import {Resolver} from 'node:dns/promises'
 import {join} from 'node:path'
 import {isAlive} from '../../src/cluster/process.js'
+import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../src/common/host-firewall.js'
 import {freePort} from '../../src/common/ports.js'
-import {ServiceRouteInterface} from '../../src/common/service-route.js'
-import {type Clients, clusterWithServices, describeE2e, kubectl, NODE, stopAllVnodes, vnode, waitFor} from './helpers.js'
-import {assertLocalRoute, httpGet, isRoot, links, natRules} from './network-helpers.js'
-
-const ClusterDnsIp = '10.0.0.10'
+import {type Clients, clusterWithServices, describeE2e, kubectl, NODE, stopAllVnodes, testWhen, vnode, waitFor} from './helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, unusedAddress} from './network-helpers.js'
 
 /** A container that serves its name over HTTP on port and burns a little CPU, so metrics-server has a rate to report. */
 function server(name: string, port: number) {
@@ -23,12 +21,22 @@ function server(name: string, port: number) {
  * and the service range routed to a local device so nothing leaves.
  */
 describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service route', () => {
+  // Before this file's cluster is up (hooks run in order): the host's KUBE-* iptables lines, as cluster down must leave them.
+  let firewallBefore: FirewallSnapshot
+  beforeAll(async () => {
+    firewallBefore = await snapshotFirewall()
+  })
   const f = clusterWithServices('svc')
   const node = f.node
   const ns = f.ns
   let c: Clients
+  // The device and addresses this cluster got (its own on this host, as root).
+  let device = ''
+  let clusterDns = ''
+  let serviceCidr = ''
   beforeAll(() => {
     c = f.c
+    if (isRoot()) ({device: device = '', clusterDns, serviceCidr} = clusterNetwork(f.clusterDir))
   })
 
   test('the Metrics API is served: kubectl top node and kubectl top pod list the node and every running pod', async () => {
@@ -82,44 +90,47 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
       return
     }
     // An address of the range no Service holds: no rule translates it.
-    const unused = '10.0.0.254'
-    await assertLocalRoute(unused, [ServiceRouteInterface])
+    const unused = unusedAddress(serviceCidr)
+    await assertLocalRoute(unused, [device])
     const r = await httpGet(unused, 80, '/', 8000)
     expect(r.status).toBeUndefined()
     expect(['EHOSTUNREACH', 'ETIMEDOUT', 'ECONNREFUSED']).toContain(r.error)
   }, 30_000)
 
-  test('kube-proxy routes a Service ClusterIP to its pod, and CoreDNS resolves the Service name', async () => {
-    if (!isRoot()) return
-    const port = await freePort()
-    await c.core.createNamespacedPod({
-      namespace: ns,
-      body: {metadata: {name: 'web', labels: {app: 'web'}}, spec: {nodeName: node, hostNetwork: true, containers: [server('hello-from-web', port)]}},
-    })
-    const svc = await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: port}]}}})
-    const clusterIp = svc.spec!.clusterIP!
-    await waitFor(async () => (await c.core.readNamespacedPod({name: 'web', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'web ready', 30_000)
-    await assertLocalRoute(clusterIp, [ServiceRouteInterface])
-    const res = await waitFor(
-      async () => {
-        const r = await httpGet(clusterIp, 80)
-        return r.body === 'hello-from-web' ? r : undefined
-      },
-      `GET http://${clusterIp}/ through kube-proxy`,
-      60_000,
-      500,
-    )
-    expect(res.status).toBe(200)
-    expect(await natRules()).toContain(`${ns}/web`)
+  testWhen(isRoot(), 'kube-proxy needs root')(
+    'kube-proxy routes a Service ClusterIP to its pod, and CoreDNS resolves the Service name',
+    async () => {
+      const port = await freePort()
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {metadata: {name: 'web', labels: {app: 'web'}}, spec: {nodeName: node, hostNetwork: true, containers: [server('hello-from-web', port)]}},
+      })
+      const svc = await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: port}]}}})
+      const clusterIp = svc.spec!.clusterIP!
+      await waitFor(async () => (await c.core.readNamespacedPod({name: 'web', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'web ready', 30_000)
+      await assertLocalRoute(clusterIp, [device])
+      const res = await waitFor(
+        async () => {
+          const r = await httpGet(clusterIp, 80)
+          return r.body === 'hello-from-web' ? r : undefined
+        },
+        `GET http://${clusterIp}/ through kube-proxy`,
+        60_000,
+        500,
+      )
+      expect(res.status).toBe(200)
+      expect(await natRules()).toContain(`${ns}/web`)
 
-    await assertLocalRoute(ClusterDnsIp, [ServiceRouteInterface])
-    const resolver = new Resolver({timeout: 2000, tries: 2})
-    resolver.setServers([ClusterDnsIp])
-    const addrs = await waitFor(() => resolver.resolve4(`web.${ns}.svc.cluster.local`), 'the Service name in cluster DNS', 30_000, 500)
-    expect(addrs).toEqual([clusterIp])
-    const byName = await httpGet(addrs[0], 80)
-    expect(byName.body).toBe('hello-from-web')
-  }, 120_000)
+      await assertLocalRoute(clusterDns, [device])
+      const resolver = new Resolver({timeout: 2000, tries: 2})
+      resolver.setServers([clusterDns])
+      const addrs = await waitFor(() => resolver.resolve4(`web.${ns}.svc.cluster.local`), 'the Service name in cluster DNS', 30_000, 500)
+      expect(addrs).toEqual([clusterIp])
+      const byName = await httpGet(addrs[0], 80)
+      expect(byName.body).toBe('hello-from-web')
+    },
+    120_000,
+  )
 
   test('cluster down stops every service and removes its rules and the service route', async () => {
     const state = JSON.parse(readFileSync(join(f.clusterDir, 'state.json'), 'utf8')) as {services?: {pids: Record<string, number>}}
@@ -129,8 +140,10 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
     const down = await vnode(['cluster', 'down', '--dir', f.clusterDir], {timeout: 60_000})
     expect(down.exitCode).toBe(0)
     for (const pid of pids) expect(isAlive(pid)).toBe(false)
-    expect(await links()).not.toContain(ServiceRouteInterface)
+    if (isRoot()) expect(await links()).not.toContain(device)
     expect(await natRules()).not.toContain(`${ns}/web`)
     expect(await natRules()).not.toContain('kube-system/kube-dns')
+    // What kube-proxy's --cleanup keeps (KUBE-FIREWALL and its jumps from INPUT and OUTPUT) goes too.
+    expect(firewallAdded(firewallBefore, await snapshotFirewall())).toEqual({})
   }, 90_000)
 })

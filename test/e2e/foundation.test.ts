@@ -1,7 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {mkdtempSync, rmSync} from 'node:fs'
+import {existsSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {E2eEnv} from './env.mjs'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, vnode, waitFor} from './helpers.js'
 
 describeE2e('foundation: a node on a real control plane', () => {
@@ -112,6 +113,12 @@ describeE2e('cluster up / status / down', () => {
       const after = await vnode(['cluster', 'status', '--dir', dir])
       expect(after.exitCode).toBe(1)
       expect(after.stdout).toContain('not running')
+      // down keeps the directory (data, certificates, kubeconfig) for the next up; --purge removes it, and only it.
+      expect(existsSync(join(dir, 'kubeconfig'))).toBe(true)
+      const purge = await vnode(['cluster', 'down', '--dir', dir, '--purge'])
+      expect(purge).toMatchObject({exitCode: 0, stdout: 'control plane not running'})
+      expect(existsSync(dir)).toBe(false)
+      expect(existsSync(join(process.env[E2eEnv.binDir]!, 'kube-apiserver'))).toBe(true)
     } finally {
       await vnode(['cluster', 'down', '--dir', dir])
       rmSync(dir, {recursive: true, force: true})

@@ -1,4 +1,4 @@
-import {afterAll, beforeAll, describe} from '@jest/globals'
+import {afterAll, beforeAll, describe, test} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
@@ -17,6 +17,16 @@ export function nodeContainer(name: string, script: string, extra: Partial<k8s.V
 
 /** `describe`, or `describe.skip` with the reason printed when the control plane is unavailable. */
 export const describeE2e = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
+
+/**
+ * `test` when this host can run it; otherwise jest's skip (counted as skipped, never as passed), and
+ * under CI=true a test that fails with the reason, since CI installs and runs as what every test needs.
+ */
+export function testWhen(canRun: boolean, reason: string): typeof test {
+  if (canRun) return test
+  if (process.env.CI === 'true') return ((name: string) => test(name, () => Promise.reject(new Error(`cannot run here: ${reason}`)))) as unknown as typeof test
+  return test.skip as unknown as typeof test
+}
 
 export function kubeconfigPath(): string {
   const path = process.env[E2eEnv.kubeconfig]
@@ -161,15 +171,17 @@ export class VnodeProcess {
 
 const running = new Set<VnodeProcess>()
 
-/** Starts `kubectl vnode up` for a node of this test file; stopAllVnodes() cleans up. */
-export function startVnode(name: string, args: string[] = []): VnodeProcess {
+/** Starts `kubectl vnode up` for a node of this test file (env: on top of the test's own); stopAllVnodes() cleans up. */
+export function startVnode(name: string, args: string[] = [], env: Record<string, string> = {}): VnodeProcess {
   const stateDir = join(runDir(), 'nodes', name)
   mkdirSync(stateDir, {recursive: true})
   // Files written for the plain mode assert its semantics (a process group, 143 for an unhandled SIGTERM,
   // $VNODE_VOLUME_ROOT); sandbox.test.ts asserts the sandbox's, and a test asks for it with --sandbox.
   const mode = args.includes('--sandbox') ? [] : ['--sandbox', 'none']
-  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0', ...mode, ...args], {
-    env: testEnv(),
+  // Any free port, unless the test needs a port it chose (a firewall rule aimed at it).
+  const port = args.includes('--port') ? [] : ['--port', '0']
+  const child = execa(cliPath(), ['up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, ...port, ...mode, ...args], {
+    env: {...testEnv(), ...env},
     reject: false,
     buffer: false,
     // execa would SIGKILL 5 s after our SIGTERM; a node's shutdown (terminating its pods) may take longer, and stop() has its own timeout.

@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {mkdtempSync} from 'node:fs'
 import {join} from 'node:path'
-import {DefaultVolumeResyncMs} from '../../src/emulator/runtime/volume-refresh.js'
+import {DefaultVolumeResyncMs} from '../../src/emulator/runtime/volumes/refresh.js'
 import {createPod, nodeContainer, podOn} from './faults-helpers.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {LOOP_READER, readSeen, versioned} from './volume-reader.js'

@@ -1,4 +1,4 @@
-import type {V1Container, V1Pod} from '@kubernetes/client-node'
+import type {V1Container, V1Pod, V1PodSpec} from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {mkdirSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
@@ -76,6 +76,18 @@ export class KubectlWatch {
   }
 }
 
+/** The fixture's out dir as a hostPath volume at its own path in every container that does not mount that path already. */
+export function withOutDir(spec: V1PodSpec, dir: string): V1PodSpec {
+  const name = 'e2e-out'
+  const add = (cs: V1Container[] | undefined) => cs?.map((c) => (c.volumeMounts?.some((m) => m.mountPath === dir) ? c : {...c, volumeMounts: [...(c.volumeMounts ?? []), {name, mountPath: dir}]}))
+  return {
+    ...spec,
+    volumes: [...(spec.volumes ?? []), {name, hostPath: {path: dir, type: 'Directory'}}],
+    containers: add(spec.containers)!,
+    ...(spec.initContainers ? {initContainers: add(spec.initContainers)} : {}),
+  }
+}
+
 /**
  * One `kubectl vnode up` node and one namespace for a test file, with the
  * views a user has: `kubectl get pod` rows, jsonpath, describe, logs, and
@@ -86,7 +98,7 @@ export class KubectlFixture {
   node!: VnodeProcess
   readonly nodeName: string
   readonly ns: string
-  /** Where containers write what they saw (env, files, cwd). */
+  /** Where containers write what they saw (env, files, cwd): a hostPath volume at the same path in every container, the one way their writes reach the host. */
   readonly dir: string
   private readonly watches = new Set<KubectlWatch>()
 
@@ -96,10 +108,10 @@ export class KubectlFixture {
     this.dir = join(runDir(), 'kubectl-out', this.ns)
   }
 
-  async setUp(args: string[] = []): Promise<this> {
+  async setUp(args: string[] = [], env: Record<string, string> = {}): Promise<this> {
     mkdirSync(this.dir, {recursive: true, mode: 0o700})
     this.c = await clients()
-    this.node = startVnode(this.nodeName, args)
+    this.node = startVnode(this.nodeName, args, env)
     await createNamespace(this.c.core, this.ns)
     await this.node.ready()
     return this
@@ -112,7 +124,7 @@ export class KubectlFixture {
 
   /** Creates the pod bound to this node (the default service account token is mounted, as for any pod). */
   create(pod: V1Pod): Promise<V1Pod> {
-    return this.c.core.createNamespacedPod({namespace: this.ns, body: {...pod, spec: {nodeName: this.nodeName, ...pod.spec!}}})
+    return this.c.core.createNamespacedPod({namespace: this.ns, body: {...pod, spec: {nodeName: this.nodeName, ...withOutDir(pod.spec!, this.dir)}}})
   }
 
   /** `kubectl get pod NAME` as a row, or undefined when kubectl shows none. */

@@ -83,4 +83,32 @@ describeE2e('kubectl: probes', () => {
     await f.gone('live')
     await f.noProcess(marker)
   })
+
+  test("a container its liveness probe kills restarts in the same step, as the kubelet's: twice at once, then CrashLoopBackOff", async () => {
+    const marker = uniqueName('relive')
+    const port = await freePort()
+    const w = f.watch('relive')
+    await f.create({
+      metadata: {name: 'relive'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        containers: [markedContainer('app', 'setInterval(() => {}, 1000)', marker, {livenessProbe: {tcpSocket: {port}, initialDelaySeconds: 1, periodSeconds: 1, failureThreshold: 1}})],
+      },
+    })
+    const backOff = parseRow(await w.waitLine((l) => parseRow(l)?.status === 'CrashLoopBackOff', 'CrashLoopBackOff', 60_000))!
+    // Each kill's restart is judged from the exit before it: the first has none, the second's began the 10 s back-off, still running at the third.
+    expect(backOff.restarts).toBe(2)
+    const rows = w.lines.map((l) => parseRow(l)).filter((r) => r !== undefined)
+    const upToBackOff = rows.slice(
+      0,
+      rows.findIndex((r) => r.status === 'CrashLoopBackOff'),
+    )
+    // The killed instances are never shown ended: each kill's status is the running one's, until the next runs.
+    expect(upToBackOff.map((r) => r.status).filter((s) => s !== 'Pending' && s !== 'ContainerCreating' && s !== 'Running')).toEqual([])
+    expect(upToBackOff.some((r) => r.restarts === 2 && r.status === 'Running')).toBe(true)
+    w.stop()
+    await kubectl(['delete', 'pod', 'relive', '-n', f.ns, '--wait=false'])
+    await f.gone('relive')
+    await f.noProcess(marker)
+  })
 })

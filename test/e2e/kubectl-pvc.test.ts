@@ -29,8 +29,9 @@ describeE2e('kubectl: persistent volumes', () => {
   }
 
   beforeAll(async () => {
-    // No default taint: the StatefulSet's pods (no toleration) land on this node.
-    await f.setUp(['--no-default-taint'])
+    // No default taint: the StatefulSet's pods (no toleration) land on this node. The sandbox, so a
+    // read-only claim is enforced (a bare host process cannot be kept from writing, as for hostPath).
+    await f.setUp(['--no-default-taint', '--sandbox', 'namespaces'])
   })
   afterAll(async () => {
     await kubectl(['delete', 'statefulset', '--all', '-n', f.ns, '--wait=false'])
@@ -120,12 +121,10 @@ describeE2e('kubectl: persistent volumes', () => {
     await f.waitRow('reader', (r) => r.status === 'Completed', 'Completed')
     const out = (await f.logs('reader')).stdout.split('\n')
     expect(out[0]).toBe('hello from a local PV')
-    // The sandbox binds it read-only; a bare host process cannot be kept from writing (as for hostPath).
-    const sandboxed = (await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])).stdout === 'namespaces'
-    if (sandboxed) {
-      expect(out[1]).toBe('read-only')
-      expect(existsSync(join(dir, 'new'))).toBe(false)
-    }
+    // The sandbox binds it read-only.
+    expect((await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])).stdout).toBe('namespaces')
+    expect(out[1]).toBe('read-only')
+    expect(existsSync(join(dir, 'new'))).toBe(false)
     await kubectl(['delete', 'pod', 'reader', '-n', f.ns, '--wait=false'])
     await f.gone('reader')
   })

@@ -1,5 +1,8 @@
 import {execa} from 'execa'
+import {readFileSync} from 'node:fs'
 import {request} from 'node:http'
+import {join} from 'node:path'
+import type {ClusterNetwork} from '../../src/cluster/cluster-network.js'
 import {routeDevice} from '../../src/common/service-route.js'
 
 /**
@@ -44,4 +47,16 @@ export async function links(master?: string): Promise<string[]> {
     .split('\n')
     .map((l) => /^\d+:\s+([^:@]+)/.exec(l)?.[1])
     .filter((n): n is string => Boolean(n))
+}
+
+/** The addresses and device `cluster up` gave the cluster in clusterDir (its state.json). */
+export function clusterNetwork(clusterDir: string): ClusterNetwork {
+  const state = JSON.parse(readFileSync(join(clusterDir, 'state.json'), 'utf8')) as {network?: ClusterNetwork}
+  if (!state.network) throw new Error(`no network in ${clusterDir}/state.json`)
+  return state.network
+}
+
+/** An address of cidr (a /24) no Service is likely to hold: the last but one. */
+export function unusedAddress(cidr: string): string {
+  return cidr.split('/')[0].split('.').slice(0, 3).join('.') + '.254'
 }

@@ -1,7 +1,9 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Node} from '@kubernetes/client-node'
+import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {NodeController} from '../../src/emulator/node/node-controller.js'
 import {parseQuantity} from '../../src/emulator/quantity.js'
-import {type Clients, clients, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {type Clients, clients, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 const condition = (n: V1Node | undefined, type: string) => n?.status?.conditions?.find((c) => c.type === type)
 
@@ -118,6 +120,8 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     const pb = startVnode(b)
     await Promise.all([pa.ready(), pb.ready()])
     const before = await readNode(a)
+    // Timestamps have a second's resolution: the first Node's transitions must be seconds older than the second Node.
+    await new Promise((r) => setTimeout(r, 2_100))
     const del = await kubectl(['delete', 'node', a, '--wait=false'])
     expect(del.exitCode).toBe(0)
     const deletedAt = Date.now()
@@ -132,6 +136,16 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     )
     expect(Date.now() - deletedAt).toBeLessThan(10_000)
     expect(again.metadata?.labels?.['vnode.dev/node']).toBe('true')
+    // A new Node has no conditions for the kubelet to carry over: each one's transition is the new Node's, never older.
+    // Both times are whole seconds, set a moment apart (the node's clock, then the API server's): the transition may
+    // read a second before the creation, never the 2 s and more of the deleted Node's.
+    const created = new Date(again.metadata!.creationTimestamp!).getTime()
+    expect(again.status?.conditions?.map((cond) => [cond.type, new Date(cond.lastTransitionTime!).getTime() >= created - 1_000])).toEqual([
+      ['MemoryPressure', true],
+      ['DiskPressure', true],
+      ['PIDPressure', true],
+      ['Ready', true],
+    ])
     // The lease follows the new Node object.
     await waitFor(
       async () => {
@@ -147,6 +161,42 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     expect(leases.items.map((l) => l.metadata?.name)).toEqual(expect.arrayContaining([a, b]))
     expect(await pa.stop()).toBe(0)
     expect(await pb.stop()).toBe(0)
+  })
+
+  test("a Node replaced under its name between two status writes gets transition times of its own, never the replaced one's", async () => {
+    // The window of the re-registration race, held open: vnode wrote its conditions to one Node, and before its next
+    // write the Node was deleted and created again under the same name (by vnode's own re-registration or anyone).
+    const name = uniqueName('replaced')
+    const controller = new NodeController(
+      c.core,
+      {name, nodeIP: '127.0.0.1', port: 10250, labels: {}, taints: [], pods: 10, kubeletVersion: 'v0.0.0', runtimeVersion: 'vnode://0'},
+      new EventRecorder(c.core, name),
+      {
+        stateDir: runDir(),
+        reregister: false,
+      },
+    )
+    try {
+      await controller.register()
+      await controller.syncStatus(true)
+      const first = await readNode(name)
+      await new Promise((r) => setTimeout(r, 2_100))
+      await c.core.deleteNode({name})
+      const second = await c.core.createNode({body: {metadata: {name}}})
+      expect(await controller.syncStatus(true)).toBe(true)
+      const now = await readNode(name)
+      expect(now.metadata?.uid).toBe(second.metadata?.uid)
+      expect(now.metadata?.uid).not.toBe(first.metadata?.uid)
+      const created = new Date(second.metadata!.creationTimestamp!).getTime()
+      expect(now.status?.conditions?.map((cond) => [cond.type, new Date(cond.lastTransitionTime!).getTime() >= created - 1_000])).toEqual([
+        ['MemoryPressure', true],
+        ['DiskPressure', true],
+        ['PIDPressure', true],
+        ['Ready', true],
+      ])
+    } finally {
+      await c.core.deleteNode({name}).catch(() => undefined)
+    }
   })
 
   test('--nodes 3 runs three nodes in one process, each with its own lease, status and port', async () => {

@@ -1,9 +1,9 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync, mkdtempSync, readFileSync, readdirSync} from 'node:fs'
 import {join} from 'node:path'
-import {DefaultContainerPath} from '../../src/emulator/runtime/env.js'
-import {ImageMap} from '../../src/emulator/runtime/images.js'
-import {containerLogDir, parseCriLine} from '../../src/emulator/runtime/log-layout.js'
+import {DefaultContainerPath} from '../../src/emulator/runtime/env/env.js'
+import {ImageMap} from '../../src/emulator/runtime/images/image-map.js'
+import {containerLogDir, parseCriLine} from '../../src/emulator/runtime/logs/layout.js'
 import {describeE2e, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
 import {NODE, nodeContainer, RuntimeHarness} from './runtime-harness.js'
 

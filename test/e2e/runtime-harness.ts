@@ -44,7 +44,16 @@ export class RuntimeHarness {
     this.nodeClients = await makeClients({kubeconfig: kubeconfigPath()})
     this.objects = new ObjectManager(this.nodeClients.core, this.nodeClients.kc, this.nodeClients.counter)
     this.provider = new ProcessProvider(
-      {nodeName: this.nodeName, nodeIP: '127.0.0.1', stateDir: this.stateDir, core: this.c.core, services: this.services, objects: this.objects, recorder: this.recorder},
+      {
+        nodeName: this.nodeName,
+        nodeIP: '127.0.0.1',
+        stateDir: this.stateDir,
+        core: this.c.core,
+        services: this.services,
+        objects: this.objects,
+        recorder: this.recorder,
+        knownPod: (namespace, name) => (namespace === this.ns ? this.latest.get(name) : undefined),
+      },
       opts,
     )
     this.provider.notifyPods((p) => {

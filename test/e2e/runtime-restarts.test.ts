@@ -107,8 +107,10 @@ describeE2e('runtime: init containers, sidecars, restart policy and CrashLoopBac
   test('restartPolicy Always: the first restart is immediate, then CrashLoopBackOff with the kubelet message and a BackOff event', async () => {
     const pod = await h.run({metadata: {name: 'crash'}, spec: {containers: [nodeContainer('app', 'process.exit(1)')]}})
     const waiting = await h.waitContainer('crash', 'app', (c) => c.state?.waiting?.reason === 'CrashLoopBackOff', 'CrashLoopBackOff')
-    expect(waiting.restartCount).toBe(1)
-    expect(waiting.state!.waiting!.message).toBe(`back-off 1s restarting failed container=app pod=crash_${h.ns}(${pod.metadata!.uid})`)
+    // CrashLoopBackOff is reported from the sync after the one that found the back-off (the kubelet's reason cache):
+    // with this harness's 1 s back-off that sync may come after a further restart, whose back-off is 2 s (the cap here).
+    expect(waiting.restartCount).toBeGreaterThanOrEqual(1)
+    expect(waiting.state!.waiting!.message).toBe(`back-off ${waiting.restartCount === 1 ? '1s' : '2s'} restarting failed container=app pod=crash_${h.ns}(${pod.metadata!.uid})`)
     expect(waiting.lastState!.terminated).toMatchObject({exitCode: 1, reason: 'Error'})
     const e = await h.waitEvent('crash', (x) => x.reason === 'BackOff', 'BackOff event')
     expect(e).toMatchObject({type: 'Warning', message: `Back-off restarting failed container app in pod crash_${h.ns}(${pod.metadata!.uid})`})

@@ -54,6 +54,8 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
       metadata: {name: 'exited'},
       spec: {
         terminationGracePeriodSeconds: 5,
+        // Not restarted: under load the drain may end before the delete, and a restarted leaver would rightly be killed.
+        restartPolicy: 'Never',
         containers: [
           nodeContainer('steady', `/*${mark}-steady*/process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{},1000)`),
           nodeContainer('leaver', leaver, {lifecycle: {preStop: {exec: {command: [NODE, '-e', `require('fs').appendFileSync('${hookFile}','leaver\\n')`]}}}}),

@@ -1,9 +1,10 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa, execaSync} from 'execa'
-import {chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, rmSync} from 'node:fs'
+import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath} from './env.mjs'
+import {readMountPoints, topmostBelow} from '../../src/emulator/runtime/sandbox/root-layer.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, uniqueName, VnodeProcess, waitFor} from './helpers.js'
 
 /** nobody:nogroup on Debian. */
@@ -65,8 +66,19 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     expect(labels['vnode.dev/sandbox']).toBe('namespaces')
     expect(labels['vnode.dev/cgroups']).toBe('none')
     await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'app'}, data: {'app.conf': 'level=debug'}}})
+    // Without privileges a top-level directory with host mounts below it is read-only (docs/SECURITY.md): the marker goes
+    // in one the layer covers on this host (/tmp has mounts below it while another cluster runs, say).
+    const mounts = readMountPoints()
+    const layered = ['/tmp', '/var', '/opt', '/srv'].find((d) => existsSync(d) && topmostBelow([d], mounts).length === 0)
+    if (!layered) throw new Error('no top-level directory without mounts below it to test the layer in')
+    const marker = join(layered === '/tmp' ? tmpdir() : layered, `vnode-unpriv-layer-${ns}`)
+    const kubeconfig = join(home, 'kubeconfig')
+    // The walls without privileges: a write outside volumes stays in the layer (overlayfs in the user namespace), the kubeconfig is hidden.
+    const walls = `const layer = (() => { try { fs.writeFileSync(${JSON.stringify(marker)}, 'x'); return fs.readFileSync(${JSON.stringify(marker)}, 'utf8') } catch (e) { return e.code } })(); const kubeconfig = (() => { try { return fs.readFileSync(${JSON.stringify(kubeconfig)}, 'utf8').length } catch (e) { return e.code } })();`
     const script =
-      "const fs = require('fs'); console.log(JSON.stringify({pid: process.pid, host: require('os').hostname(), conf: fs.readFileSync('/etc/app/app.conf', 'utf8'), uid: process.getuid()})); process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000)"
+      "const fs = require('fs'); " +
+      walls +
+      " console.log(JSON.stringify({pid: process.pid, host: require('os').hostname(), conf: fs.readFileSync('/etc/app/app.conf', 'utf8'), uid: process.getuid(), layer, kubeconfig})); process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000)"
     await c.core.createNamespacedPod({
       namespace: ns,
       body: {
@@ -89,7 +101,65 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       30_000,
       300,
     )
-    expect(JSON.parse(out)).toEqual({pid: 1, host: 'web', conf: 'level=debug', uid: isRoot ? Nobody : process.getuid!()})
+    try {
+      expect(JSON.parse(out)).toEqual({pid: 1, host: 'web', conf: 'level=debug', uid: isRoot ? Nobody : process.getuid!(), layer: 'x', kubeconfig: 0})
+      expect(existsSync(marker)).toBe(false)
+      expect(node.stderr).not.toContain('no writable layer')
+      // exec joins the container's namespaces (through the layer's user namespace), its root and working directory.
+      const pwd = await kubectl(['exec', '-n', ns, 'app', '--', 'sh', '-c', `pwd; hostname; cat ${kubeconfig} | wc -c`])
+      expect(pwd).toMatchObject({exitCode: 0, stdout: '/\nweb\n0'})
+    } finally {
+      rmSync(marker, {force: true})
+    }
+    // The walls of an unprivileged node: its user only, and a spec asking for another waits with the reason.
+    const uid = isRoot ? Nobody : process.getuid!()
+    const wallList = (await c.core.readNode({name})).metadata?.annotations?.['vnode.dev/walls'] ?? ''
+    expect(wallList.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'no-new-privs', `user-${uid}-only`]))
+    expect(wallList.split(',')).not.toContain('capabilities')
+    const status = 'id -u; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status'
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: {name: 'who'},
+        spec: {
+          nodeName: name,
+          restartPolicy: 'Never',
+          automountServiceAccountToken: false,
+          containers: [{name: 'main', image: 'sh', command: ['/bin/sh', '-c', status], securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: ['ALL']}}}],
+        },
+      },
+    })
+    const other = uid === 1000 ? 1001 : 1000
+    await c.core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: {name: 'other-user'},
+        spec: {nodeName: name, automountServiceAccountToken: false, securityContext: {runAsUser: other}, containers: [{name: 'main', image: 'sh', command: ['/bin/sh', '-c', 'sleep 30']}]},
+      },
+    })
+    const who = await waitFor(
+      async () => {
+        const r = await kubectl(['logs', '-n', ns, 'who'])
+        return r.exitCode === 0 && r.stdout.includes('NoNewPrivs') ? r.stdout : undefined
+      },
+      'the pod to print its identity',
+      30_000,
+      300,
+    )
+    expect(who.split('\n')[0]).toBe(String(uid))
+    expect(who).toMatch(/^CapEff:\s*0000000000000000$/m)
+    expect(who).toMatch(/^NoNewPrivs:\s*1$/m)
+    const waiting = await waitFor(
+      async () => {
+        const w = (await c.core.readNamespacedPod({namespace: ns, name: 'other-user'})).status?.containerStatuses?.[0]?.state?.waiting
+        return w?.reason === 'CreateContainerConfigError' ? w : undefined
+      },
+      'the other user to be refused',
+      30_000,
+      300,
+    )
+    expect(waiting.reason).toBe('CreateContainerConfigError')
+    expect(waiting.message).toMatch(new RegExp(`^runAsUser ${other} cannot be honoured on this node: vnode runs as uid ${uid}`))
     expect(await node.stop()).toBe(0)
     node = undefined
   }, 90_000)

@@ -4,7 +4,8 @@ import {execa} from 'execa'
 import {appendFileSync, mkdirSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {Emulator} from '../../src/emulator/emulator.js'
-import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
+import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/logs/layout.js'
+import {CriContainerLogs} from '../../src/emulator/runtime/logs/container-logs.js'
 import type {PodUsage} from '../../src/emulator/server/sources.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testEnv, uniqueName, waitFor} from './helpers.js'
 import {direct, parsePrometheus} from './server-helpers.js'
@@ -59,7 +60,12 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
       kubeconfig: kubeconfigPath(),
       port: 0,
       stateDir,
-      kubelet: {pods: () => known, usage: () => usage},
+      // No provider runs these pods: the logs are the runtime's CRI files the test writes, for the pods it declares.
+      kubelet: {
+        pods: () => known,
+        usage: () => usage,
+        logs: new CriContainerLogs(stateDir, (namespace, podName) => known.find((p) => p.metadata?.namespace === namespace && p.metadata?.name === podName)),
+      },
     })
     await emulator.start()
     port = (await c.core.readNode({name})).status!.daemonEndpoints!.kubeletEndpoint!.Port

@@ -1,6 +1,7 @@
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {notFound, unavailable} from '../../src/emulator/provider/errdefs.js'
 import type {PodLifecycleHandler} from '../../src/emulator/provider/handler.js'
+import {RealClock, type Clock, type ClockTimer} from '../../src/common/clock.js'
 
 /**
  * An in-memory provider that "runs" containers with timers. Behaviour is set
@@ -15,7 +16,7 @@ import type {PodLifecycleHandler} from '../../src/emulator/provider/handler.js'
 interface Ctr {
   spec: V1Container
   status: V1ContainerStatus
-  timers: NodeJS.Timeout[]
+  timers: ClockTimer[]
   deadline?: number
   onExit: Array<() => void>
 }
@@ -46,14 +47,19 @@ export class TestProvider implements PodLifecycleHandler {
   /** Answer deletePod with NotFound while still holding the pod (a provider that lost track). */
   deleteAnswersNotFound = false
 
-  constructor(readonly opts: {nodeName?: string} = {}) {}
+  private readonly clock: Clock
+
+  /** clock: the time of its starts, runs and kills (the real one by default). */
+  constructor(readonly opts: {nodeName?: string; clock?: Clock} = {}) {
+    this.clock = opts.clock ?? RealClock
+  }
 
   private key(ns: string | undefined, name: string | undefined) {
     return `${ns ?? ''}/${name ?? ''}`
   }
 
   private record(op: ProviderCall['op'], pod: V1Pod, grace?: number) {
-    this.calls.push({op, uid: pod.metadata?.uid ?? '', name: pod.metadata?.name ?? '', grace, at: Date.now()})
+    this.calls.push({op, uid: pod.metadata?.uid ?? '', name: pod.metadata?.name ?? '', grace, at: this.clock.now()})
   }
 
   /** Pods the provider holds (running or finished, not cleaned up). */
@@ -97,7 +103,7 @@ export class TestProvider implements PodLifecycleHandler {
     pod.metadata = {...pod.metadata, annotations: {...pod.metadata?.annotations, 'test.vnode.dev/mutated': 'true'}}
     const s: Sandbox = {
       pod,
-      startedAt: new Date(),
+      startedAt: new Date(this.clock.now()),
       containers: pod.spec!.containers.map((spec) => ({
         spec,
         status: {name: spec.name, image: spec.image ?? '', imageID: '', ready: false, started: false, restartCount: 0, state: {waiting: {reason: 'ContainerCreating'}}},
@@ -110,9 +116,9 @@ export class TestProvider implements PodLifecycleHandler {
     await Promise.all(
       s.containers.map(async (c) => {
         const startMs = Number(env(c.spec, 'TEST_START_MS') ?? 0)
-        if (startMs > 0) await new Promise((r) => setTimeout(r, startMs))
+        if (startMs > 0) await new Promise((r) => this.clock.setTimeout(() => r(undefined), startMs))
         if (!c.status.state?.waiting) return
-        const now = new Date()
+        const now = new Date(this.clock.now())
         c.status = {...c.status, containerID: `test://${pod.metadata?.uid}-${c.spec.name}`, ready: true, started: true, state: {running: {startedAt: now}}}
         const runMs = env(c.spec, 'TEST_RUN_MS')
         if (runMs !== undefined) this.after(c, Number(runMs), () => this.exit(s, c, Number(env(c.spec, 'TEST_EXIT_CODE') ?? 0)))
@@ -122,7 +128,7 @@ export class TestProvider implements PodLifecycleHandler {
   }
 
   private after(c: Ctr, ms: number, fn: () => void): void {
-    const t = setTimeout(() => {
+    const t = this.clock.setTimeout(() => {
       c.timers = c.timers.filter((x) => x !== t)
       fn()
     }, ms)
@@ -131,14 +137,14 @@ export class TestProvider implements PodLifecycleHandler {
 
   private exit(s: Sandbox, c: Ctr, exitCode: number): void {
     if (!c.status.state?.running) return
-    for (const t of c.timers) clearTimeout(t)
+    for (const t of c.timers) this.clock.clearTimeout(t)
     c.timers = []
     const startedAt = c.status.state.running.startedAt
     c.status = {
       ...c.status,
       ready: false,
       started: false,
-      state: {terminated: {exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt, finishedAt: new Date(), containerID: c.status.containerID}},
+      state: {terminated: {exitCode, reason: exitCode === 0 ? 'Completed' : 'Error', startedAt, finishedAt: new Date(this.clock.now()), containerID: c.status.containerID}},
     }
     for (const f of c.onExit.splice(0)) f()
     this.notify(s)
@@ -157,7 +163,7 @@ export class TestProvider implements PodLifecycleHandler {
     if (failure) throw failure
     const s = this.pods.get(this.key(pod.metadata?.namespace, pod.metadata?.name))
     if (!s || this.deleteAnswersNotFound) throw notFound(`pod ${pod.metadata?.name} not found`)
-    const deadline = Date.now() + gracePeriodSeconds * 1000
+    const deadline = this.clock.now() + gracePeriodSeconds * 1000
     await Promise.all(
       s.containers.map((c) => {
         if (!c.status.state?.running) return undefined
@@ -166,7 +172,7 @@ export class TestProvider implements PodLifecycleHandler {
         if (c.deadline === undefined || deadline < c.deadline) {
           // SIGKILL at the (new, closer) deadline.
           c.deadline = deadline
-          this.after(c, deadline - Date.now(), () => this.exit(s, c, 137))
+          this.after(c, deadline - this.clock.now(), () => this.exit(s, c, 137))
         }
         if (firstSignal) {
           const trapMs = env(c.spec, 'TEST_TERM_EXIT_MS')
@@ -197,7 +203,7 @@ export class TestProvider implements PodLifecycleHandler {
 
   private drop(k: string, s: Sandbox): void {
     for (const c of s.containers) {
-      for (const t of c.timers) clearTimeout(t)
+      for (const t of c.timers) this.clock.clearTimeout(t)
       c.timers = []
       for (const f of c.onExit.splice(0)) f()
     }

@@ -3,10 +3,11 @@ import {tempDir} from './temp-dirs.js'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {mkdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {findPodRecords, isSameProcess, LostContainerMessage, restoreContainer} from '../../src/emulator/runtime/adopt.js'
-import type {ContainerRecord} from '../../src/emulator/runtime/pod-record.js'
-import {readStat} from '../../src/emulator/runtime/proc.js'
-import {ContainerProcess, outputPipes} from '../../src/emulator/runtime/container-process.js'
+import {findPodRecords, isSameProcess, LostContainerMessage, restoreContainer} from '../../src/emulator/runtime/pod/adoption.js'
+import type {ContainerRecord} from '../../src/emulator/runtime/pod/record.js'
+import {readStat} from '../../src/emulator/runtime/process/proc.js'
+import {ContainerProcess} from '../../src/emulator/runtime/process/container-process.js'
+import {outputPipes} from '../../src/emulator/runtime/process/instance-io.js'
 
 const children: ChildProcess[] = []
 afterEach(() => {

@@ -5,7 +5,7 @@ import type {AddressInfo} from 'node:net'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import type {TLSSocket} from 'node:tls'
-import {kubeconfigYaml} from '../../src/cluster/controlplane.js'
+import {kubeconfigYaml} from '../../src/cluster/cluster-pki.js'
 import {createCa, issueCert} from '../../src/common/pki.js'
 import {makeClients, RequestCounter, resourceOf} from '../../src/emulator/kube/client.js'
 

@@ -2,7 +2,7 @@ import {describe, expect, test} from '@jest/globals'
 import {mkdirSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
-import {layerViolations} from '../../scripts/check-layers.mjs'
+import {importCycles, layerViolations} from '../../scripts/check-layers.mjs'
 
 function tree(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'vnode-layers-'))
@@ -29,6 +29,7 @@ describe('layering check', () => {
         'src/emulator/node/e.ts imports src/cluster/ports',
         'src/emulator/node/e.ts imports src/ui/c',
         'src/emulator/pods/b.ts imports src/emulator/runtime/a',
+        'src/emulator/pods/b.ts imports src/emulator/runtime/a',
         'src/emulator/runtime/a.ts imports src/emulator/pods/b',
         'src/ui/c.ts imports src/cli/d',
         'src/ui/c.ts imports src/emulator/kube/client',
@@ -49,6 +50,75 @@ describe('layering check', () => {
     } finally {
       rmSync(root, {recursive: true, force: true})
     }
+  })
+
+  test('the server, the provider contract, the emulator, the ui, the cli and printing never reach into the runtime, the node or the pod workers', () => {
+    const root = tree({
+      'src/emulator/server/routes/logs.ts': "import {LogFormatter} from '../../runtime/logs/reader.js'\n",
+      'src/emulator/runtime/pod/p.ts': "import {NodeMarkerLabel} from '../../node/node-status.js'\nimport {isUid} from '../../server/validate.js'\n",
+      'src/emulator/provider/logs.ts': "import type {CriLogLine} from '../runtime/logs/layout.js'\n",
+      'src/emulator/emulator.ts': "import {CriContainerLogs} from './runtime/logs/container-logs.js'\n",
+      'src/ui/store.ts': "import {podRequests} from '../emulator/pods/admission.js'\n",
+      'src/cli/pods.ts': "import {PodPidsAnnotation} from '../emulator/node/node-status.js'\n",
+      'src/kubectl/watch.ts': "export type {WatchEventType} from '../emulator/kube/watch-loop.js'\n",
+    })
+    try {
+      expect(layerViolations(root).map((l) => l.split(':')[0].replace(/ imports .*/, ''))).toEqual(
+        expect.arrayContaining([
+          'src/emulator/server/routes/logs.ts',
+          'src/emulator/runtime/pod/p.ts',
+          'src/emulator/provider/logs.ts',
+          'src/emulator/emulator.ts',
+          'src/ui/store.ts',
+          'src/cli/pods.ts',
+          'src/kubectl/watch.ts',
+        ]),
+      )
+      expect(layerViolations(root).filter((l) => l.startsWith('src/emulator/runtime/pod/p.ts'))).toHaveLength(2)
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  test('the runtime is entered only through its doors, and each of its folders only through its door files', () => {
+    const root = tree({
+      'src/commands/up.ts':
+        "import {detectSandbox} from '../emulator/runtime/sandbox/detect.js'\nimport {ProcessProvider} from '../emulator/runtime/process-provider.js'\nimport {detectCgroups} from '../emulator/runtime/host.js'\n",
+      'src/emulator/runtime/pod/p.ts': "import {planContainerLogs} from '../logs/plan.js'\nimport {readCriRecords} from '../logs/reader.js'\nimport {x} from './q.js'\n",
+      'src/emulator/runtime/host.ts': "export {detectCgroups} from './cgroups/detect.js'\nexport {CgroupV1} from './cgroups/v1.js'\n",
+    })
+    try {
+      expect(layerViolations(root).map((l) => l.split(':')[0])).toEqual([
+        'src/commands/up.ts imports src/emulator/runtime/sandbox/detect',
+        'src/emulator/runtime/host.ts imports src/emulator/runtime/cgroups/v1',
+        'src/emulator/runtime/pod/p.ts imports src/emulator/runtime/logs/plan',
+      ])
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  test('names each import cycle once, type-only and dynamic imports included', () => {
+    const root = tree({
+      'src/emulator/runtime/container/exec.ts': "import {ContainerProcess} from '../process/container-process.js'\nexport const resolve = 1\n",
+      'src/emulator/runtime/process/container-process.ts': "import {spawnSandboxed} from '../sandbox/spawn.js'\n",
+      'src/emulator/runtime/sandbox/spawn.ts': "import {resolve} from '../container/exec.js'\n",
+      'src/ui/a.ts': "const b = await import('./b.js')\n",
+      'src/ui/b.ts': "import type {A} from './a.js'\n",
+      'src/ui/c.ts': "import {a} from './a.js'\n",
+    })
+    try {
+      expect(importCycles(root)).toEqual([
+        'src/emulator/runtime/container/exec -> src/emulator/runtime/process/container-process -> src/emulator/runtime/sandbox/spawn -> src/emulator/runtime/container/exec',
+        'src/ui/a -> src/ui/b -> src/ui/a',
+      ])
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  test('the tree as it is has no import cycle', () => {
+    expect(importCycles(join(dirname(new URL(import.meta.url).pathname), '..', '..'))).toEqual([])
   })
 
   test('the tree as it is keeps the rules', () => {

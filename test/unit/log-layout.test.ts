@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {containerLogFile, formatCriLine, parseCriLine} from '../../src/emulator/runtime/log-layout.js'
+import {containerLogFile, formatCriLine, parseCriLine} from '../../src/emulator/runtime/logs/layout.js'
 
 describe('CRI log layout and format', () => {
   test('one file per restart under namespace_pod_uid/container', () => {

@@ -49,9 +49,17 @@ describe('the node network config', () => {
     ])
   })
 
-  test('the conflict message names the port, the holder and the hostPort advice', () => {
-    const m = portConflictMessage(8080, 'pod default/web-1')
+  test('the conflict message names the port, the holder, the pod network and the hostPort advice', () => {
+    const m = portConflictMessage(8080, 'pod default/web-1', [{containerPort: 8080}], 'it needs root')
     expect(m).toContain('containerPort 8080/TCP is already in use on this host by pod default/web-1')
+    expect(m).toContain('The pod network (a network namespace and address per pod) is off on this node: it needs root')
+    expect(m).toContain('--pod-network on')
     expect(m).toContain('hostPort: 8080')
+  })
+
+  test('no hostPort advice for a container that declares that hostPort already', () => {
+    const m = portConflictMessage(8080, 'process 12 (nginx)', [{containerPort: 8080, hostPort: 8080}], 'it needs root')
+    expect(m).not.toContain('hostPort')
+    expect(m).toContain('it needs root')
   })
 })

@@ -1,6 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
-import {type AdmissionNode, admitPod, podRequests} from '../../src/emulator/pods/admission.js'
+import {type AdmissionNode, admitPod} from '../../src/emulator/pods/admission.js'
+import {podRequests} from '../../src/emulator/pod-requests.js'
 
 const node: AdmissionNode = {
   name: 'n1',

@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1PodStatus} from '@kubernetes/client-node'
-import {needsReconcile} from '../../src/emulator/pods/status-manager.js'
+import {needsReconcile} from '../../src/emulator/pods/status-patch.js'
 
 const written = (): V1PodStatus => ({
   phase: 'Running',

@@ -100,10 +100,28 @@ describe('pod status building', () => {
     const previous = build(p, {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
     const held = build(p, {reported, previous, sandboxReady: true, couldHaveRunningContainers: true})
     expect(held.phase).toBe('Running')
+    // The status manager holds the phase back, not generateAPIPodStatus' conditions: not ready, PodCompleted, already.
+    expect(cond(held, 'Ready')).toMatchObject({status: 'False', reason: 'PodCompleted'})
+    expect(cond(held, 'ContainersReady')).toMatchObject({status: 'False', reason: 'PodCompleted'})
+    expect(cond(held, 'Initialized')).toMatchObject({status: 'True', reason: 'PodCompleted'})
     const done = build(p, {reported, previous, couldHaveRunningContainers: false, podIsTerminal: true})
     expect(done.phase).toBe('Succeeded')
     expect(cond(done, 'Ready')).toMatchObject({status: 'False', reason: 'PodCompleted'})
     expect(cond(done, 'Initialized')).toMatchObject({status: 'True', reason: 'PodCompleted'})
+  })
+
+  test('past its active deadline with its container still running: phase and reason held, Ready and ContainersReady False with PodFailed', () => {
+    const previous = build(pod(), {reported: {containerStatuses: [running('app')]}, sandboxReady: true})
+    const reported = {phase: 'Failed', reason: 'DeadlineExceeded', message: 'Pod was active on the node longer than the specified deadline', containerStatuses: [running('app')]}
+    const stopping = build(pod(), {reported, previous, sandboxReady: true, couldHaveRunningContainers: true, now: t1})
+    expect(stopping.phase).toBe('Running')
+    expect(stopping.reason).toBeUndefined()
+    expect(stopping.containerStatuses![0].state!.running).toBeDefined()
+    expect(cond(stopping, 'Ready')).toMatchObject({status: 'False', reason: 'PodFailed'})
+    expect(cond(stopping, 'ContainersReady')).toMatchObject({status: 'False', reason: 'PodFailed'})
+    const failed = build(pod(), {reported: {...reported, containerStatuses: [exited('app', 137)]}, previous: stopping, couldHaveRunningContainers: false, podIsTerminal: true, now: t1})
+    expect(failed).toMatchObject({phase: 'Failed', reason: 'DeadlineExceeded'})
+    expect(cond(failed, 'Ready')).toMatchObject({status: 'False', reason: 'PodFailed'})
   })
 
   test('a terminated pod whose containers were lost: ContainerStatusUnknown exit 137 and Failed', () => {

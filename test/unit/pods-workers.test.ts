@@ -6,17 +6,19 @@ import {PodController} from '../../src/emulator/pods/pod-controller.js'
 import {mergeUpdates, PodWorker} from '../../src/emulator/pods/pod-worker.js'
 import {shutdownGracePeriod} from '../../src/emulator/pods/pod-workers.js'
 import {TestProvider} from '../support/test-provider.js'
+import {FakeClock, settle} from './fake-clock.js'
 
-/** Records status patches and deletes the way the API server would answer them. */
+/** Records status patches and deletes the way the API server would answer them, at the fake clock's time. */
 class FakeCore {
+  constructor(private readonly clock: FakeClock) {}
   patches: {name: string; body: {metadata: {uid: string}; status: Record<string, unknown>}; at: number}[] = []
   deletes: {name: string; gracePeriodSeconds?: number; body?: {preconditions?: {uid?: string}}; at: number}[] = []
   async patchNamespacedPodStatus(p: {name: string; namespace: string; body: {metadata: {uid: string}; status: Record<string, unknown>}}) {
-    this.patches.push({name: p.name, body: p.body, at: Date.now()})
+    this.patches.push({name: p.name, body: p.body, at: this.clock.now()})
     return {metadata: {name: p.name, namespace: p.namespace, uid: p.body.metadata.uid}, status: p.body.status}
   }
   async deleteNamespacedPod(p: {name: string; gracePeriodSeconds?: number; body?: {preconditions?: {uid?: string}}}) {
-    this.deletes.push({...p, at: Date.now()})
+    this.deletes.push({...p, at: this.clock.now()})
     return {}
   }
   statuses(name: string) {
@@ -41,25 +43,43 @@ function pod(name: string, opts: {env?: Record<string, string>; grace?: number; 
   }
 }
 
+/**
+ * Every test runs on this clock: the controller's, the status manager's and
+ * the provider's timers, so waits are exact and a check that nothing more
+ * happens covers every timer due in its window.
+ */
+let clock = new FakeClock()
+
 function deleting(p: V1Pod, grace: number): V1Pod {
   return {
     ...structuredClone(p),
     metadata: {
       ...structuredClone(p.metadata),
       resourceVersion: String(Number(p.metadata!.resourceVersion) + 1),
-      deletionTimestamp: new Date(Date.now() + grace * 1000),
+      deletionTimestamp: new Date(clock.now() + grace * 1000),
       deletionGracePeriodSeconds: grace,
     },
   }
 }
 
+/**
+ * Runs the node until fn holds: promise callbacks first, then the clock to
+ * its next timer, at most ms of fake time; fails when that runs out, or when
+ * nothing is left to run.
+ */
 const until = async (fn: () => boolean, what: string, ms = 5_000) => {
-  const end = Date.now() + ms
-  while (!fn()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 10))
+  const end = clock.now() + ms
+  for (;;) {
+    await settle()
+    if (fn()) return
+    if (clock.pending === 0) throw new Error(`waiting for ${what}: nothing left to run`)
+    if (clock.nextAt > end) throw new Error(`timed out waiting for ${what} (${ms} ms on the clock)`)
+    await clock.advance(clock.nextAt - clock.now())
   }
 }
+
+/** The clock moves on by ms, running every timer due on the way. */
+const elapse = (ms: number) => clock.advance(ms)
 
 const controllers: PodController[] = []
 afterEach(async () => {
@@ -67,8 +87,9 @@ afterEach(async () => {
 })
 
 function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number; throttle?: () => Promise<void>} = {}) {
-  const core = new FakeCore()
-  const provider = new TestProvider()
+  clock = new FakeClock()
+  const core = new FakeCore(clock)
+  const provider = new TestProvider({clock})
   const events: {reason: string; type: string; message: string}[] = []
   const c = new PodController({
     core: core as unknown as CoreV1Api,
@@ -79,6 +100,7 @@ function setup(opts: {resyncIntervalMs?: number; transitionHoldMs?: number; thro
     recorder: {record: async (_o, type, reason, message) => void events.push({type, reason, message}), forget: () => undefined},
     node: async () => node,
     statusCoalesceMs: 20,
+    clock,
     resyncIntervalMs: opts.resyncIntervalMs,
     transitionHoldMs: opts.transitionHoldMs,
     statusWriter: opts.throttle ? {core: core as unknown as CoreV1Api, throttle: opts.throttle} : undefined,
@@ -93,7 +115,7 @@ describe('pod workers and the status manager with a test provider', () => {
     const p = pod('web', {env: {TEST_START_MS: '50'}})
     c.upsert(p)
     await until(() => core.patches.length > 0, 'a status write')
-    await new Promise((r) => setTimeout(r, 150))
+    await elapse(150)
     expect(core.patches).toHaveLength(1)
     expect(core.patches[0].body.metadata).toEqual({uid: p.metadata!.uid})
     expect(core.patches[0].body.status).toMatchObject({phase: 'Running', hostIP: '10.0.0.9', podIP: '10.0.0.9'})
@@ -122,7 +144,7 @@ describe('pod workers and the status manager with a test provider', () => {
     await until(() => c.status.build(p.metadata!.uid!)?.phase === 'Running', 'the start to finish')
     open()
     await until(() => core.patches.length === 1, 'the write')
-    await new Promise((r) => setTimeout(r, 150))
+    await elapse(150)
     expect(core.statuses('queued')).toHaveLength(1)
     expect(core.statuses('queued')[0]).toMatchObject({phase: 'Running'})
   })
@@ -132,12 +154,12 @@ describe('pod workers and the status manager with a test provider', () => {
     const p = pod('web', {env: {TEST_TERM_EXIT_MS: '200'}})
     c.upsert(p)
     await until(() => core.patches.length === 1, 'Running')
-    const started = Date.now()
+    const started = clock.now()
     c.upsert(deleting(p, 30))
     await until(() => core.deletes.length === 1, 'the final delete')
-    const took = Date.now() - started
-    expect(took).toBeGreaterThanOrEqual(180)
-    expect(took).toBeLessThan(1_500)
+    const took = clock.now() - started
+    // The container exits 200 ms after SIGTERM; the terminal status and the DELETE follow at once.
+    expect(took).toBe(200)
     expect(provider.calls.find((x) => x.op === 'delete')).toMatchObject({grace: 30})
     expect(core.deletes[0]).toMatchObject({name: 'web', gracePeriodSeconds: 0, body: {preconditions: {uid: p.metadata!.uid}}})
     const last = core.statuses('web').at(-1)!
@@ -177,10 +199,11 @@ describe('pod workers and the status manager with a test provider', () => {
     ]
     c.upsert(p)
     await until(() => core.patches.length === 1, 'Running')
-    const killed = Date.now()
+    const killed = clock.now()
     c.upsert(deleting(p, 3))
     await until(() => core.patches.length === 2, 'the status with the first exit', 2_000)
-    expect(Date.now() - killed).toBeLessThan(1_500)
+    // Written when the 200 ms hold runs out, not at the sibling's 3 s deadline.
+    expect(clock.now() - killed).toBe(200)
     const mid = core.statuses('stubborn')[1]
     expect(mid.phase).toBe('Running')
     expect((mid.containerStatuses as {name: string; state: object}[]).map((x) => [x.name, Object.keys(x.state)[0]])).toEqual([
@@ -195,12 +218,13 @@ describe('pod workers and the status manager with a test provider', () => {
     const p = pod('web', {env: {TEST_IGNORE_TERM: '1'}})
     c.upsert(p)
     await until(() => core.patches.length === 1, 'Running')
-    const started = Date.now()
+    const started = clock.now()
     c.upsert(deleting(p, 30))
     await until(() => provider.calls.some((x) => x.op === 'delete'), 'deletePod')
     c.upsert(deleting(p, 1))
     await until(() => core.deletes.length === 1, 'the final delete')
-    expect(Date.now() - started).toBeLessThan(2_500)
+    // The second delete's 1 s grace, from when it came (the same instant here), not the first one's 30 s.
+    expect(clock.now() - started).toBe(1_000)
     expect(provider.calls.filter((x) => x.op === 'delete').map((x) => x.grace)).toEqual([30, 1])
     const last = core.statuses('web').at(-1)! as {phase: string; containerStatuses: {state: {terminated: {exitCode: number}}}[]}
     expect(last.phase).toBe('Failed')
@@ -268,7 +292,7 @@ describe('pod workers and the status manager with a test provider', () => {
     expect(phases).toEqual(['Running', 'Succeeded'])
     c.upsert({...p, metadata: {...p.metadata, labels: {edited: 'yes'}}, status: {phase: 'Succeeded'}})
     await c.settled()
-    await new Promise((r) => setTimeout(r, 60))
+    await elapse(60)
     expect(core.statuses('job').map((s) => s.phase)).toEqual(['Running', 'Succeeded'])
   })
 
@@ -298,7 +322,8 @@ describe('pod workers and the status manager with a test provider', () => {
     const kill = provider.calls.find((x) => x.op === 'delete')!
     const create2 = provider.calls.filter((x) => x.op === 'create')[1]
     expect(create2.uid).toBe(next.metadata!.uid)
-    expect(create2.at - kill.at).toBeGreaterThanOrEqual(280)
+    // The old pod's container takes 300 ms to exit after SIGTERM.
+    expect(create2.at - kill.at).toBe(300)
   })
 
   test('the status map returns to empty after a 50-pod create/delete round', async () => {
@@ -320,9 +345,13 @@ describe('pod workers and the status manager with a test provider', () => {
     const {core, c} = setup()
     c.upsert(pod('web', {env: {TEST_IGNORE_TERM: '1'}}))
     await until(() => core.patches.length === 1, 'Running')
-    const started = Date.now()
-    expect(await c.shutdown(1)).toBe(true)
-    expect(Date.now() - started).toBeLessThan(2_000)
+    const started = clock.now()
+    let finished: boolean | undefined
+    void c.shutdown(1).then((r) => (finished = r))
+    await until(() => finished !== undefined, 'the shutdown to end', 2_000)
+    expect(finished).toBe(true)
+    // The pod ignores SIGTERM: it ends at the 1 s grace.
+    expect(clock.now() - started).toBe(1_000)
     const last = core.statuses('web').at(-1) as {phase: string; reason: string; conditions: {type: string; status: string; reason: string}[]}
     expect(last).toMatchObject({phase: 'Failed', reason: 'Terminated'})
     expect(last.conditions).toContainEqual(expect.objectContaining({type: 'DisruptionTarget', status: 'True', reason: 'TerminationByKubelet'}))

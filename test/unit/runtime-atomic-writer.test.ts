@@ -2,8 +2,8 @@ import {describe, expect, test} from '@jest/globals'
 import {tempDir} from './temp-dirs.js'
 import {existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {payloadPathError, writeAtomic} from '../../src/emulator/runtime/atomic-writer.js'
-import {pinSubPath} from '../../src/emulator/runtime/subpath-pin.js'
+import {payloadPathError, writeAtomic} from '../../src/emulator/runtime/volumes/atomic-writer.js'
+import {pinSubPath} from '../../src/emulator/runtime/volumes/subpath-pin.js'
 
 const fresh = () => tempDir('atomic-')
 const tsDirs = (dir: string) => readdirSync(dir).filter((e) => e.startsWith('..') && e !== '..data')

@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {CrashLoopBackoff, goDuration} from '../../src/emulator/runtime/crash-loop.js'
+import {CrashLoopBackoff, goDuration} from '../../src/emulator/runtime/container/crash-loop.js'
 
 describe('CrashLoopBackOff', () => {
   test('first restart immediate, then 10 s doubling to 300 s', () => {

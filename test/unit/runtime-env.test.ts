@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {formatMap, isValidEnvName, podFieldValue, resourceFieldValue, serviceVariables} from '../../src/emulator/runtime/env.js'
+import {formatMap, isValidEnvName, podFieldValue, resourceFieldValue, serviceVariables} from '../../src/emulator/runtime/env/env.js'
 
 const node = {nodeName: 'n1', nodeIP: '10.0.0.5', cpuCores: 8, memoryBytes: 16 * 2 ** 30, ephemeralStorageBytes: 100 * 2 ** 30}
 

@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {expand, mappingFor} from '../../src/emulator/runtime/expansion.js'
+import {expand, mappingFor} from '../../src/emulator/runtime/env/expansion.js'
 
 describe('$(VAR) expansion (Kubernetes rules)', () => {
   const m = mappingFor(

@@ -2,7 +2,7 @@ import {describe, expect, test} from '@jest/globals'
 import {lstatSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {FifoMaker} from '../../src/emulator/runtime/fifo.js'
+import {FifoMaker} from '../../src/emulator/runtime/process/fifo.js'
 
 describe('FifoMaker', () => {
   test('a burst of requests becomes a few mkfifo runs; every pipe is a 0600 FIFO; a bad path fails only its own request', async () => {

@@ -2,7 +2,7 @@ import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
 import http2 from 'node:http2'
 import net from 'node:net'
 import type {AddressInfo} from 'node:net'
-import {grpcHealthCheck, healthCheckRequest, servingStatus} from '../../src/emulator/runtime/grpc-probe.js'
+import {grpcHealthCheck, healthCheckRequest, servingStatus} from '../../src/emulator/runtime/probes/grpc.js'
 
 /** A length-prefixed HealthCheckResponse{status}. */
 const response = (status: number) => Buffer.from([0, 0, 0, 0, 2, 0x08, status])

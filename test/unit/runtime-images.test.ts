@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
-import {ImageMap, imageCandidates, missingProgramMessage, resolveProgram} from '../../src/emulator/runtime/images.js'
-import {defaultImageMap} from '../../src/emulator/runtime/default-images.js'
+import {ImageMap, imageCandidates, missingProgramMessage, resolveProgram} from '../../src/emulator/runtime/images/image-map.js'
+import {defaultImageMap} from '../../src/emulator/runtime/images/default-images.js'
 
 const map = ImageMap.parse(
   `images:

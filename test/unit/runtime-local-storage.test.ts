@@ -3,7 +3,7 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {linkSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {canonicalQuantity, diskUsage, hasLocalStorageLimits, type LocalStorageUsage, localStorageViolation} from '../../src/emulator/runtime/local-storage.js'
+import {canonicalQuantity, diskUsage, hasLocalStorageLimits, type LocalStorageUsage, localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
 
 const MiB = 2 ** 20
 
@@ -17,10 +17,11 @@ function pod(containers: {name: string; limit?: string}[], volumes: {name: strin
   }
 }
 
-const usage = (u: {emptyDirs?: Record<string, number>; memory?: Record<string, number>; logs?: Record<string, number>}): LocalStorageUsage => ({
+const usage = (u: {emptyDirs?: Record<string, number>; memory?: Record<string, number>; logs?: Record<string, number>; layers?: Record<string, number>}): LocalStorageUsage => ({
   emptyDirs: new Map(Object.entries(u.emptyDirs ?? {})),
   memoryEmptyDirs: new Map(Object.entries(u.memory ?? {})),
   logs: new Map(Object.entries(u.logs ?? {})),
+  layers: new Map(Object.entries(u.layers ?? {})),
 })
 
 describe('local ephemeral storage limits (the eviction manager)', () => {

@@ -3,8 +3,9 @@ import {tempDir} from './temp-dirs.js'
 import {existsSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {PassThrough} from 'node:stream'
-import {parseCriLine} from '../../src/emulator/runtime/log-layout.js'
-import {ContainerLogWriter, MaxCriRecordChars, tailLogContent} from '../../src/emulator/runtime/logs.js'
+import {parseCriLine} from '../../src/emulator/runtime/logs/layout.js'
+import {ContainerLogWriter, MaxCriRecordChars} from '../../src/emulator/runtime/logs/writer.js'
+import {readLogTail} from '../../src/emulator/runtime/logs/reader.js'
 
 function records(path: string) {
   return readFileSync(path, 'utf8')
@@ -72,10 +73,10 @@ describe('CRI log writer', () => {
     s.end()
     await done
     w.close()
-    const tail = tailLogContent(path)
+    const tail = readLogTail(path)
     expect(tail.split('\n').filter(Boolean)).toHaveLength(80)
     expect(tail.endsWith('l99\n')).toBe(true)
-    expect(tailLogContent(path, 80, 10)).toBe('l97\nl98\nl99\n'.slice(-10))
-    expect(tailLogContent(join(path, 'missing'))).toBe('')
+    expect(readLogTail(path, 80, 10)).toBe('l97\nl98\nl99\n'.slice(-10))
+    expect(readLogTail(join(path, 'missing'))).toBe('')
   })
 })

@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1Container} from '@kubernetes/client-node'
-import {containerProbes, probeEffect, type ProbedContainer} from '../../src/emulator/runtime/probe-effects.js'
+import {containerProbes, probeEffect, type ProbedContainer} from '../../src/emulator/runtime/probes/effects.js'
 
 const probe = (grace?: number) => ({exec: {command: ['true']}, ...(grace !== undefined ? {terminationGracePeriodSeconds: grace} : {})})
 const container = (spec: Partial<V1Container>, extra: Partial<ProbedContainer> = {}): ProbedContainer => ({
@@ -39,12 +39,19 @@ describe("what a probe verdict does to its container (the kubelet's SyncPod on p
       effect: 'kill',
       message: 'Container c failed liveness probe, will be restarted',
       graceMs: undefined,
+      restarts: true,
     })
-    expect(probeEffect(container({startupProbe: probe(3)}), 'startup', 'Failure', running)).toEqual({effect: 'kill', message: 'Container c failed startup probe, will be restarted', graceMs: 3000})
+    expect(probeEffect(container({startupProbe: probe(3)}), 'startup', 'Failure', running)).toEqual({
+      effect: 'kill',
+      message: 'Container c failed startup probe, will be restarted',
+      graceMs: 3000,
+      restarts: true,
+    })
     expect(probeEffect(container({livenessProbe: probe(0)}), 'liveness', 'Failure', {...running, restartPolicy: 'Never'})).toEqual({
       effect: 'kill',
       message: 'Container c failed liveness probe',
       graceMs: 0,
+      restarts: false,
     })
     // A sidecar restarts whatever the pod's policy.
     expect(probeEffect(container({livenessProbe: probe()}, {kind: 'sidecar'}), 'liveness', 'Failure', {...running, restartPolicy: 'Never'})).toMatchObject({

@@ -1,24 +1,14 @@
 import {describe, expect, test} from '@jest/globals'
-import {execFileSync, spawn} from 'node:child_process'
-import {descendants, groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/proc.js'
-import {checkRelativePath} from '../../src/emulator/runtime/volumes.js'
+import {spawn} from 'node:child_process'
+import {descendants, groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/process/proc.js'
+import {checkRelativePath} from '../../src/emulator/runtime/volumes/volumes.js'
 
 describe('/proc helpers', () => {
   test('a process group with only a zombie left counts as gone, though kill(-pgid, 0) still succeeds', async () => {
     // A parent (own group) forks a child into a new group of its own; the child exits and is never reaped.
-    const script = `import os,sys,time
-pid=os.fork()
-if pid==0:
-    os.setpgid(0,0); os._exit(0)
-print(pid, flush=True); time.sleep(30)`
-    let python = 'python3'
-    try {
-      execFileSync(python, ['-c', 'pass'])
-    } catch {
-      python = ''
-    }
-    if (!python) return
-    const parent = spawn(python, ['-c', script], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
+    // perl is in every Debian (perl-base is essential); a host without it fails here rather than skip.
+    const script = 'my $pid = fork(); if ($pid == 0) { setpgrp(0, 0); exit 0 } $| = 1; print "$pid\\n"; sleep 30'
+    const parent = spawn('perl', ['-e', script], {stdio: ['ignore', 'pipe', 'inherit'], detached: true})
     try {
       const pid = Number(await new Promise<string>((r) => parent.stdout.once('data', (d: Buffer) => r(d.toString().trim()))))
       for (let i = 0; i < 50 && readStat(pid)?.state !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20))

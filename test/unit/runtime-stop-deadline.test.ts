@@ -1,38 +1,55 @@
 import {describe, expect, test} from '@jest/globals'
-import {StopDeadline} from '../../src/emulator/runtime/stop-deadline.js'
+import {StopDeadline} from '../../src/emulator/runtime/container/stop-deadline.js'
+import {FakeClock, settle} from './fake-clock.js'
 
-const settledWithin = async (p: Promise<void>, ms: number) => Promise.race([p.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))])
+/** Whether the promise has settled once promise callbacks have run (the fake clock does not move meanwhile). */
+async function hasSettled(p: Promise<void>): Promise<boolean> {
+  let done = false
+  void p.then(() => (done = true))
+  await settle()
+  return done
+}
 
 describe('a stop deadline: it only comes closer, and waiters wake when it passes', () => {
-  test('without a deadline nobody wakes; once set, the waiter wakes when it passes', async () => {
-    const d = new StopDeadline()
+  test('without a deadline nobody wakes; once set, the waiter wakes when it passes, not before', async () => {
+    const clock = new FakeClock()
+    const d = new StopDeadline(clock)
     const waiting = d.passed()
-    expect(await settledWithin(waiting, 30)).toBe(false)
-    const start = Date.now()
-    d.moveTo(Date.now() + 60)
-    expect(await settledWithin(waiting, 1000)).toBe(true)
-    expect(Date.now() - start).toBeGreaterThanOrEqual(55)
+    await clock.advance(60_000)
+    expect(await hasSettled(waiting)).toBe(false)
+    expect(clock.pending).toBe(0)
+    d.moveTo(clock.now() + 60)
+    await clock.advance(59)
+    expect(await hasSettled(waiting)).toBe(false)
+    await clock.advance(1)
+    expect(await hasSettled(waiting)).toBe(true)
+    expect(clock.pending).toBe(0)
   })
 
   test('a later deadline is ignored; a sooner one wakes the waiter sooner', async () => {
-    const d = new StopDeadline()
-    d.moveTo(Date.now() + 10_000)
+    const clock = new FakeClock()
+    const d = new StopDeadline(clock)
+    d.moveTo(clock.now() + 10_000)
     const waiting = d.passed()
-    d.moveTo(Date.now() + 20_000)
-    expect(d.at).toBeLessThan(Date.now() + 10_001)
-    d.moveTo(Date.now() + 20)
-    expect(await settledWithin(waiting, 1000)).toBe(true)
+    d.moveTo(clock.now() + 20_000)
+    expect(d.at).toBe(clock.now() + 10_000)
+    d.moveTo(clock.now() + 20)
+    expect(d.at).toBe(clock.now() + 20)
+    await clock.advance(20)
+    expect(await hasSettled(waiting)).toBe(true)
   })
 
   test('a deadline already past resolves at once; reset wakes whoever waits and clears it', async () => {
-    const d = new StopDeadline()
-    d.moveTo(Date.now() - 1)
-    expect(await settledWithin(d.passed(), 50)).toBe(true)
-    const e = new StopDeadline()
-    e.moveTo(Date.now() + 60_000)
+    const clock = new FakeClock()
+    const d = new StopDeadline(clock)
+    d.moveTo(clock.now() - 1)
+    expect(await hasSettled(d.passed())).toBe(true)
+    const e = new StopDeadline(clock)
+    e.moveTo(clock.now() + 60_000)
     const waiting = e.passed()
     e.reset()
-    expect(await settledWithin(waiting, 50)).toBe(true)
+    expect(await hasSettled(waiting)).toBe(true)
     expect(e.at).toBe(Infinity)
+    expect(clock.pending).toBe(0)
   })
 })

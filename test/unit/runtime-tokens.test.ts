@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import type {CoreV1Api, V1Pod} from '@kubernetes/client-node'
-import {ServiceAccountTokens} from '../../src/emulator/runtime/service-account-tokens.js'
+import {ServiceAccountTokens} from '../../src/emulator/runtime/volumes/tokens.js'
 
 const pod: V1Pod = {metadata: {name: 'p', namespace: 'ns', uid: 'u1'}, spec: {containers: [], serviceAccountName: 'sa'}}
 

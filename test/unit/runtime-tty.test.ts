@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {spawn} from 'node:child_process'
-import {ControllingTerminalPrefix, openTerminal} from '../../src/emulator/runtime/container-tty.js'
+import {ControllingTerminalPrefix, openTerminal} from '../../src/emulator/runtime/container/tty.js'
 
 describe('a terminal opened for a program started elsewhere (the sandbox)', () => {
   test('the program has it as its controlling terminal, sees resizes; its output ends when it exits', async () => {

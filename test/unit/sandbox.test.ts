@@ -6,7 +6,7 @@ import {join} from 'node:path'
 import {bwrapArgs, MountPointError, shadowDirs, viewPath} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {containerHostname, hostsFile, resolvConf} from '../../src/emulator/runtime/sandbox/pod-files.js'
 import {hostPathOf} from '../../src/emulator/runtime/sandbox/spec.js'
-import {reachableMaster} from '../../src/emulator/runtime/env.js'
+import {reachableMaster} from '../../src/emulator/runtime/env/env.js'
 
 const pod = (spec: Partial<NonNullable<V1Pod['spec']>> = {}, name = 'web-7f9c'): V1Pod => ({metadata: {name, namespace: 'shop'}, spec: {containers: [], ...spec}})
 

@@ -4,13 +4,28 @@ import {appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSyn
 import {open} from 'node:fs/promises'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
-import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
-import {planContainerLogs} from '../../src/emulator/runtime/log-plan.js'
+import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/logs/layout.js'
+import {planContainerLogs} from '../../src/emulator/runtime/logs/plan.js'
 import {type LogOptions, parseLogOptions} from '../../src/emulator/server/log-options.js'
-import {readLogFile, rfc3339Nano, tailStart} from '../../src/emulator/runtime/log-reader.js'
+import {readCriRecords, tailStart, type FollowControl} from '../../src/emulator/runtime/logs/reader.js'
+import {LogFormatter, rfc3339Nano, type LogWrite} from '../../src/emulator/server/log-format.js'
 import {nameProblem} from '../../src/emulator/server/validate.js'
 
 const base: LogOptions = {follow: false, previous: false, timestamps: false, stream: 'All'}
+
+/** The /containerLogs route's composition: the runtime's one reader, rendered by the server's formatter. */
+async function readLogFile(file: string, opts: LogOptions, write: LogWrite, follow?: FollowControl): Promise<void> {
+  const fmt = new LogFormatter(opts, write)
+  await readCriRecords(
+    file,
+    opts.tailLines,
+    async (line) => {
+      await fmt.record(line)
+      return fmt.done
+    },
+    follow,
+  )
+}
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'vnode-logs-'))
@@ -21,6 +36,24 @@ async function collect(file: string, opts: Partial<LogOptions>): Promise<string>
   await readLogFile(file, {...base, ...opts}, async (c) => void (out += c))
   return out
 }
+
+test('a read without follow is of the file as it was at its start: --tail 2 gives 2 records even as more are written', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vnode-tail-'))
+  try {
+    const file = join(dir, '0.log')
+    writeFileSync(file, ['one', 'two', 'three'].map((c) => formatCriLine('stdout', c)).join(''))
+    const got: string[] = []
+    await readCriRecords(file, 2, async (line) => {
+      got.push(line.content.toString())
+      // The container writes on while the read is under way.
+      appendFileSync(file, formatCriLine('stdout', `more ${got.length}`))
+      return false
+    })
+    expect(got).toEqual(['two', 'three'])
+  } finally {
+    rmSync(dir, {recursive: true, force: true})
+  }
+})
 
 describe('log query options', () => {
   test('decodes the kubelet query, with tail=all and lenient booleans', () => {
@@ -175,12 +208,12 @@ describe('choosing the log file from the pod status', () => {
     const dir = tmp()
     try {
       const running = pod({containerStatuses: [{name: 'c', image: 'i', imageID: '', ready: true, restartCount: 0, state: {running: {}}}]})
-      expect(planContainerLogs(dir, () => [], 'ns', 'p', 'c', false)).toEqual({ok: false, status: 404, message: 'pod "p" does not exist'})
-      expect(planContainerLogs(dir, () => [running], 'ns', 'p', 'x', false)).toEqual({ok: false, status: 404, message: 'container "x" not found in pod "p"'})
-      expect(planContainerLogs(dir, () => [running], 'ns', 'p', 'c', true)).toEqual({ok: false, status: 400, message: 'previous terminated container "c" in pod "p" not found'})
+      expect(planContainerLogs(dir, () => undefined, 'ns', 'p', 'c', false)).toEqual({ok: false, status: 404, message: 'pod "p" does not exist'})
+      expect(planContainerLogs(dir, () => running, 'ns', 'p', 'x', false)).toEqual({ok: false, status: 404, message: 'container "x" not found in pod "p"'})
+      expect(planContainerLogs(dir, () => running, 'ns', 'p', 'c', true)).toEqual({ok: false, status: 400, message: 'previous terminated container "c" in pod "p" not found'})
       const waiting = pod({containerStatuses: [{name: 'c', image: 'i', imageID: '', ready: false, restartCount: 0, state: {waiting: {reason: 'ContainerCreating'}}}]})
-      expect(planContainerLogs(dir, () => [waiting], 'ns', 'p', 'c', false)).toEqual({ok: false, status: 400, message: 'container "c" in pod "p" is waiting to start: ContainerCreating'})
-      expect(planContainerLogs(dir, () => [pod({})], 'ns', 'p', 'c', false)).toMatchObject({status: 400, message: 'container "c" in pod "p" is not available'})
+      expect(planContainerLogs(dir, () => waiting, 'ns', 'p', 'c', false)).toEqual({ok: false, status: 400, message: 'container "c" in pod "p" is waiting to start: ContainerCreating'})
+      expect(planContainerLogs(dir, () => pod({}), 'ns', 'p', 'c', false)).toMatchObject({status: 400, message: 'container "c" in pod "p" is not available'})
     } finally {
       rmSync(dir, {recursive: true, force: true})
     }
@@ -191,15 +224,15 @@ describe('choosing the log file from the pod status', () => {
     try {
       withFiles(dir, [0, 1])
       let p = pod({containerStatuses: [{name: 'c', image: 'i', imageID: '', ready: true, restartCount: 1, state: {running: {}}, lastState: {terminated: {exitCode: 1}}}]})
-      const cur = planContainerLogs(dir, () => [p], 'ns', 'p', 'c', false)
-      const prev = planContainerLogs(dir, () => [p], 'ns', 'p', 'c', true)
+      const cur = planContainerLogs(dir, () => p, 'ns', 'p', 'c', false)
+      const prev = planContainerLogs(dir, () => p, 'ns', 'p', 'c', true)
       expect(cur.ok && cur.file).toBe(containerLogFile(dir, 'ns', 'p', uid, 'c', 1))
       expect(prev.ok && prev.file).toBe(containerLogFile(dir, 'ns', 'p', uid, 'c', 0))
       expect(cur.ok && cur.ended()).toBe(false)
       expect(prev.ok && prev.ended()).toBe(true)
       // Back-off: the current state waits; both plain and previous read the last instance that ran.
       p = pod({containerStatuses: [{name: 'c', image: 'i', imageID: '', ready: false, restartCount: 1, state: {waiting: {reason: 'CrashLoopBackOff'}}, lastState: {terminated: {exitCode: 1}}}]})
-      const backoff = planContainerLogs(dir, () => [p], 'ns', 'p', 'c', false)
+      const backoff = planContainerLogs(dir, () => p, 'ns', 'p', 'c', false)
       expect(backoff.ok && backoff.file).toBe(containerLogFile(dir, 'ns', 'p', uid, 'c', 1))
       expect(cur.ok && cur.ended()).toBe(true)
     } finally {

@@ -20,6 +20,6 @@ describe('the kubelet API route table', () => {
   })
 
   test('unknown paths and near misses find no route (the server answers 404)', () => {
-    for (const path of ['/', '/healthzz', '/pods/x', '/stats', '/metrics', '/metrics/cadvisor', '/containerLogs', '/exec', '/configz']) expect(findRoute(path)).toBeUndefined()
+    for (const path of ['/', '/healthzz', '/pods/x', '/stats', '/metrics/probes', '/metrics/cadvisor', '/containerLogs', '/exec', '/configz']) expect(findRoute(path)).toBeUndefined()
   })
 })

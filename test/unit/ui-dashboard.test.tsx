@@ -3,6 +3,7 @@ import {afterEach, beforeAll, beforeEach, describe, expect, test} from '@jest/gl
 import {DashboardStore} from '../../src/ui/dashboard/store.js'
 import {fit, layoutColumns, visibleWindow} from '../../src/ui/dashboard/Table.js'
 import {FakeFeed, nodeView, pod} from './fixtures/fake-feed.js'
+import type {SandboxPoolFigures} from '../../src/ui/dashboard/feed.js'
 
 // Ink and the components load one module at a time (parallel ESM graph links can fail under jest).
 let render: typeof import('ink-testing-library').render
@@ -56,6 +57,40 @@ describe('Header', () => {
       // Ready=True green (32), DiskPressure=True red (31).
       expect(raw).toMatch(/\u001b\[32mReady=True/)
       expect(raw).toMatch(/\u001b\[31mDiskPressure=True/)
+    } finally {
+      store.dispose()
+    }
+  })
+
+  test("shows where the API server reaches the kubelet API: direct at the node's address, then the relay once the node is annotated with one", async () => {
+    const feed = new FakeFeed()
+    feed.snapshot = nodeView({kubeletEndpoint: '192.0.2.2:10250'})
+    const store = new DashboardStore(feed, {nodeName: 'dev-laptop'}).start()
+    try {
+      expect(plain(render(<Header model={store.getSnapshot()} />).lastFrame()).split('\n')[3]).toBe('kubelet direct at 192.0.2.2:10250')
+      feed.emit('node', nodeView({kubeletEndpoint: '10.244.1.7:10250', annotations: {'vnode.dev/relay': 'vnode-system/vnode-relay-dev-laptop'}}))
+      await tick(150)
+      expect(plain(render(<Header model={store.getSnapshot()} />).lastFrame()).split('\n')[3]).toBe('kubelet relay vnode-system/vnode-relay-dev-laptop at 10.244.1.7:10250')
+    } finally {
+      store.dispose()
+    }
+  })
+
+  test('shows the warm pool (ready/target, its cap) once the node has one, read at each frame; nothing without one', async () => {
+    const feed = new FakeFeed()
+    feed.snapshot = nodeView({annotations: {'vnode.dev/pod-network': 'pod'}})
+    const store = new DashboardStore(feed, {nodeName: 'dev-laptop'}).start()
+    try {
+      expect(plain(render(<Header model={store.getSnapshot()} />).lastFrame())).not.toContain('pool')
+      let ready = 1
+      ;(feed as unknown as {pool: () => SandboxPoolFigures}).pool = () => ({ready, making: 0, target: 4, floor: 1, cap: 16, hits: 0, misses: 0, failures: 0, broken: 0})
+      feed.emit('node', feed.snapshot)
+      await tick(150)
+      expect(plain(render(<Header model={store.getSnapshot()} />).lastFrame())).toMatch(/network pod {2}pool 1\/4 max 16/)
+      ready = 3
+      feed.emit('node', feed.snapshot)
+      await tick(150)
+      expect(plain(render(<Header model={store.getSnapshot()} />).lastFrame())).toMatch(/pool 3\/4 max 16/)
     } finally {
       store.dispose()
     }

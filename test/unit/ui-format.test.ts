@@ -6,14 +6,15 @@ import {parseDuration} from '../../src/cli/duration.js'
 import {formatElapsed} from '../../src/kubectl/duration.js'
 import {newExits} from '../../src/cli/kill-service.js'
 import {kubectlErrorText} from '../../src/cli/session.js'
-import {CriContainerLogs} from '../../src/emulator/runtime/container-logs.js'
+import {CriContainerLogs} from '../../src/emulator/runtime/logs/container-logs.js'
 import {PodLogTail} from '../../src/ui/dashboard/log-tail.js'
 import {killProgressLine} from '../../src/ui/kill-progress.js'
 import {LogLinePrinter} from '../../src/ui/log-lines.js'
 import {noResourcesMessage} from '../../src/ui/pods-output.js'
-import {podPids, podsTable, PodWatchPrinter} from '../../src/kubectl/pods-printer.js'
-import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/log-layout.js'
+import {kubeletEndpointText, podPids, podsTable, PodWatchPrinter} from '../../src/kubectl/pods-printer.js'
+import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/logs/layout.js'
 import {pod} from './fixtures/fake-feed.js'
+import {PodNetworkAnnotation} from '../../src/common/labels.js'
 
 describe('durations', () => {
   test('Go durations and bare seconds', () => {
@@ -33,17 +34,24 @@ describe('durations', () => {
 })
 
 describe('pods printer', () => {
-  test("kubectl's tabwriter layout, NAMESPACE with -A, IP, PIDS and SANDBOX with -o wide; PIDs absent show <none>", () => {
+  test("kubectl's tabwriter layout, NAMESPACE with -A, IP, PIDS, SANDBOX, WALLS, NETWORK and ENDPOINT with -o wide; PIDs absent show <none>", () => {
     const a = pod('web', {namespace: 'shop', phase: 'Running'})
-    a.metadata!.annotations = {'vnode.dev/pids': 'web=4242,side=4243', 'vnode.dev/sandbox': 'namespaces'}
+    a.metadata!.annotations = {'vnode.dev/pids': 'web=4242,side=4243', 'vnode.dev/sandbox': 'namespaces', 'vnode.dev/walls': 'mount,pid,users', [PodNetworkAnnotation]: 'pod', 'vnode.dev/relay': ''}
     a.status!.podIP = '10.0.0.7'
     const b = pod('db-with-a-long-name', {namespace: 'shop'})
-    const lines = podsTable([a, b], {wide: true, allNamespaces: true})
-    expect(lines[0]).toBe('NAMESPACE   NAME                  READY   STATUS              RESTARTS   AGE   NODE         IP         PIDS        SANDBOX')
-    expect(lines[1]).toBe('shop        web                   1/1     Running             0          60s   dev-laptop   10.0.0.7   4242,4243   namespaces')
-    expect(lines[2]).toBe('shop        db-with-a-long-name   0/1     ContainerCreating   0          60s   dev-laptop   <none>     <none>      <none>')
+    const c = pod('api', {namespace: 'shop', phase: 'Running'})
+    c.metadata!.annotations = {'vnode.dev/relay': 'vnode-system/vnode-relay-dev-laptop'}
+    const lines = podsTable([a, b, c], {wide: true, allNamespaces: true})
+    expect(lines[0]).toBe('NAMESPACE   NAME                  READY   STATUS              RESTARTS   AGE   NODE         IP         PIDS        SANDBOX      WALLS             NETWORK   ENDPOINT')
+    expect(lines[1]).toBe('shop        web                   1/1     Running             0          60s   dev-laptop   10.0.0.7   4242,4243   namespaces   mount,pid,users   pod       direct')
+    expect(lines[2]).toBe('shop        db-with-a-long-name   0/1     ContainerCreating   0          60s   dev-laptop   <none>     <none>      <none>       <none>            <none>    <none>')
+    expect(lines[3]).toBe(
+      'shop        api                   1/1     Running             0          60s   dev-laptop   <none>     <none>      <none>       <none>            <none>    relay vnode-system/vnode-relay-dev-laptop',
+    )
     expect(podsTable([a], {wide: false, allNamespaces: false})[0]).toBe('NAME   READY   STATUS    RESTARTS   AGE   NODE')
     expect(podPids(b)).toBe('<none>')
+    expect(kubeletEndpointText(undefined, '192.0.2.2:10250')).toBe('direct at 192.0.2.2:10250')
+    expect(kubeletEndpointText('vnode-system/vnode-relay-x', '10.244.1.7:10250')).toBe('relay vnode-system/vnode-relay-x at 10.244.1.7:10250')
     expect(noResourcesMessage(false, 'shop')).toBe('No resources found in shop namespace.')
     expect(noResourcesMessage(true, 'x')).toBe('No resources found')
   })
@@ -109,7 +117,7 @@ describe('log lines', () => {
   test('the log pane follows the container logs: appended lines only, partial records joined, a restart starts the new file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vnode-logtail-'))
     const p = pod('web', {phase: 'Running', containers: ['app']})
-    const tail = new PodLogTail(new CriContainerLogs(dir, () => [p], 10), 3)
+    const tail = new PodLogTail(new CriContainerLogs(dir, () => p, 10), 3)
     // Lines arrive from the follow between polls: wait for them (a loaded machine may take a while),
     // and give a poll that must see nothing the time a follow needs.
     const settle = () => new Promise((r) => setTimeout(r, 100))

@@ -1,6 +1,7 @@
 import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
-import {podRequests} from '../../src/emulator/pods/admission.js'
-import {DashboardStore, podRequest, toneOf} from '../../src/ui/dashboard/store.js'
+import {podRequests} from '../../src/emulator/pod-requests.js'
+import {DashboardStore, DefaultMaxNotes, NoteType, podRequest, toneOf} from '../../src/ui/dashboard/store.js'
+import {NodeNotes} from '../../src/ui/node-notes.js'
 import {FakeFeed, nodeView, pod} from './fixtures/fake-feed.js'
 
 describe('dashboard store', () => {
@@ -91,6 +92,23 @@ describe('dashboard store', () => {
     expect(ev.at(-1)!.count).toBe(2)
   })
 
+  test("the node's own lines join the event feed at their time, as notes, bounded with the events; start-up steps are bounded too", () => {
+    store = new DashboardStore(feed, {nodeName: 'n', maxEvents: 3}).start()
+    feed.emit('event', {type: 'Normal', reason: 'Started', message: 'm', object: {kind: 'Pod', name: 'p'}, count: 1, time: new Date()})
+    store.note('allowed namespaces: every namespace')
+    jest.advanceTimersByTime(200)
+    expect(store.getSnapshot().events.map((e) => [e.type, e.message])).toEqual([
+      ['Normal', 'm'],
+      [NoteType, 'allowed namespaces: every namespace'],
+    ])
+    for (let i = 0; i < 5; i++) store.note(`line ${i}`)
+    for (let i = 0; i < DefaultMaxNotes + 5; i++) feed.emit('step', 'relay', `reconnect ${i}`)
+    jest.advanceTimersByTime(200)
+    expect(store.getSnapshot().events.map((e) => e.message)).toEqual(['line 2', 'line 3', 'line 4'])
+    expect(store.getSnapshot().steps).toHaveLength(DefaultMaxNotes)
+    expect(store.getSnapshot().steps.at(-1)!.detail).toBe(`reconnect ${DefaultMaxNotes + 4}`)
+  })
+
   test('usage: CPU is the rate between two samples, memory and pids summed per pod; a vanished pod loses its usage', () => {
     feed.withUsage()
     const p = pod('web', {phase: 'Running', containers: ['app', 'side']})
@@ -153,5 +171,20 @@ describe('dashboard store', () => {
     expect(podRequest(p, 'cpu')).toBeCloseTo(admitted.cpu / 1000)
     expect(podRequest(p, 'cpu')).toBeCloseTo(0.7) // max(200m + 300m, 300m + 400m)
     expect(podRequest(p, 'memory')).toBe(64 * 2 ** 20)
+  })
+})
+
+describe('node notes', () => {
+  test('go to stderr, to the sink while diverted, and to stderr again once the diversion ends', () => {
+    const written: string[] = []
+    const notes = new NodeNotes({write: (s: string) => written.push(s)} as unknown as NodeJS.WritableStream)
+    notes.write('mode: sandbox none')
+    const diverted: string[] = []
+    const undivert = notes.divert((l) => diverted.push(l))
+    notes.write('allowed namespaces: a, b')
+    undivert()
+    notes.write('cluster DNS: gone')
+    expect(written).toEqual(['mode: sandbox none\n', 'cluster DNS: gone\n'])
+    expect(diverted).toEqual(['allowed namespaces: a, b'])
   })
 })

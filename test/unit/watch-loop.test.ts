@@ -2,6 +2,7 @@ import {describe, expect, test} from '@jest/globals'
 import {RequestCounter} from '../../src/emulator/kube/client.js'
 import {describeApiError} from '../../src/emulator/kube/errors.js'
 import {classifyWatchEnd, ListFirst, type OpenWatch, runWatchLoop, type WatchEventType, type WatchLoopOptions} from '../../src/emulator/kube/watch-loop.js'
+import {FakeClock, settle} from './fake-clock.js'
 
 /** One watch request the loop made, driven by the test as the server would. */
 interface FakeRequest {
@@ -18,14 +19,16 @@ interface FakeRequest {
  * Stands in for client-node's Watch.watch: done is called once (also when
  * the controller is aborted); an HTTP error status is reported through done
  * before the (already aborted) controller is returned, as client-node does.
+ * Time is the fake clock's: a request's `at`, and the loop's backoffs, which
+ * request() lets run out.
  */
 class FakeServer {
+  readonly clock = new FakeClock()
   readonly requests: FakeRequest[] = []
   /** The HTTP status to refuse the next requests with, one per request (200: stream). */
   statuses: number[] = []
   /** When set, the next request's controller is handed out only when this resolves. */
   holdHeaders: Promise<void> | undefined
-  private waiters: (() => void)[] = []
 
   open: OpenWatch = async (_path, query, onEvent, done) => {
     const controller = new AbortController()
@@ -39,7 +42,7 @@ class FakeServer {
     controller.signal.addEventListener('abort', () => end(Object.assign(new Error('The operation was aborted.'), {name: 'AbortError'})))
     const req: FakeRequest = {
       query,
-      at: Date.now(),
+      at: this.clock.now(),
       controller,
       // Delivered even after the end: a client may still hand over lines it had buffered.
       event: (type, obj) => onEvent(type, obj),
@@ -47,7 +50,6 @@ class FakeServer {
       fail: (e) => end(e),
     }
     this.requests.push(req)
-    for (const w of this.waiters.splice(0)) w()
     const status = this.statuses.shift() ?? 200
     if (this.holdHeaders) {
       const hold = this.holdHeaders
@@ -58,15 +60,19 @@ class FakeServer {
     return controller
   }
 
-  /** The nth request (0-based), once made. */
-  async request(n: number, timeoutMs = 2000): Promise<FakeRequest> {
-    const deadline = Date.now() + timeoutMs
-    while (this.requests.length <= n) {
-      if (Date.now() > deadline) throw new Error(`no request #${n} within ${timeoutMs} ms (${this.requests.length} made)`)
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve)
-        setTimeout(resolve, 20)
-      })
+  /**
+   * The nth request (0-based), once made: the loop runs until it makes it or
+   * waits on the clock, whose next timer (a backoff) is then let run out;
+   * a loop that neither requests nor waits fails the test.
+   */
+  async request(n: number): Promise<FakeRequest> {
+    for (let idle = 0; this.requests.length <= n;) {
+      await settle()
+      if (this.requests.length > n) break
+      if (this.clock.pending > 0) {
+        await this.clock.advance(this.clock.nextAt - this.clock.now())
+        idle = 0
+      } else if (++idle > 20) throw new Error(`no request #${n}, and the loop waits on no timer (${this.requests.length} made)`)
     }
     return this.requests[n]
   }
@@ -99,6 +105,7 @@ function start(server: FakeServer, opts: Partial<WatchLoopOptions> = {}) {
       retryInitialMs: 40,
       retryMaxMs: 100,
       minHealthyWatchMs: 50,
+      clock: server.clock,
       ...opts,
     },
     ac.signal,
@@ -181,7 +188,7 @@ describe('runWatchLoop', () => {
     await server.request(3)
     expect(w.lists).toHaveLength(3)
     // The first relist follows the expiry at once; the ones after a fresh list's expiry wait.
-    expect(server.requests[3].at - server.requests[2].at).toBeGreaterThanOrEqual(70)
+    expect(server.requests.map((r, i) => r.at - (server.requests[i - 1]?.at ?? r.at))).toEqual([0, 0, 40, 80])
     w.stop()
     await w.done
   })
@@ -193,9 +200,7 @@ describe('runWatchLoop', () => {
     const fifth = await server.request(4)
     expect(server.requests.map((r) => r.query.resourceVersion)).toEqual(['10', '10', '10', '10', '10'])
     const gaps = server.requests.slice(1).map((r, i) => r.at - server.requests[i].at)
-    expect(gaps[0]).toBeGreaterThanOrEqual(35)
-    expect(gaps[1]).toBeGreaterThanOrEqual(75)
-    expect(gaps[3]).toBeLessThan(100 + 60)
+    expect(gaps).toEqual([40, 80, 100, 100])
     expect(w.errors).toEqual(Array(4).fill('HTTP 500: Internal Server Error'))
     expect(w.lists).toEqual([])
     fifth.event('ADDED', pod('a', '11'))
@@ -223,8 +228,8 @@ describe('runWatchLoop', () => {
     ;(await server.request(0)).close()
     ;(await server.request(1)).close()
     await server.request(2)
-    expect(server.requests[1].at - server.requests[0].at).toBeGreaterThanOrEqual(35)
-    expect(server.requests[2].at - server.requests[1].at).toBeGreaterThanOrEqual(75)
+    expect(server.requests[1].at - server.requests[0].at).toBe(40)
+    expect(server.requests[2].at - server.requests[1].at).toBe(80)
     w.stop()
     await w.done
   })
@@ -270,7 +275,7 @@ describe('runWatchLoop', () => {
     expect(w.counter.openWatches).toBe(0)
     expect(first.controller.signal.aborted).toBe(false)
     release()
-    await new Promise((r) => setTimeout(r, 10))
+    await settle()
     expect(first.controller.signal.aborted).toBe(true)
     expect(server.requests).toHaveLength(1)
   })

@@ -1,0 +1,193 @@
+import {afterAll, beforeAll, expect} from '@jest/globals'
+import * as k8s from '@kubernetes/client-node'
+import {mkdtempSync, rmSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import type {ClusterNetwork} from '../../src/cluster/cluster-network.js'
+import {PodNetworkAnnotation} from '../../src/common/labels.js'
+import {bridgeName} from '../../src/emulator/runtime/network/config.js'
+import {listNetns} from '../../src/emulator/runtime/network/netns.js'
+import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
+import {E2eEnv} from './env.mjs'
+import {describeE2e, NODE, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules} from './network-helpers.js'
+import {execa} from 'execa'
+
+const AppPort = 8080
+/**
+ * The server pod's name differs from its Service's: a pod's own hostname is
+ * in its /etc/hosts (as the kubelet writes it), and files come before DNS,
+ * so a pod named `web` dialling `web` would reach itself on the Service's
+ * port, never through the Service.
+ */
+const PodName = 'server'
+const ServiceName = 'web'
+
+interface Side {
+  name: string
+  dir: string
+  upStderr: string
+  net: ClusterNetwork
+  core: k8s.CoreV1Api
+  node: string
+  vnode?: VnodeProcess
+  ns: string
+}
+
+async function kubectlOn(side: Side, args: string[]): Promise<{stdout: string; stderr: string; exitCode: number}> {
+  const r = await execa(join(process.env[E2eEnv.binDir]!, 'kubectl'), ['--kubeconfig', join(side.dir, 'kubeconfig'), ...args], {reject: false, timeout: 60_000})
+  return {stdout: String(r.stdout), stderr: String(r.stderr), exitCode: r.exitCode ?? -1}
+}
+
+/**
+ * Two `cluster up` clusters on one host, as root, on the default flags:
+ * each its own API address, service and pod ranges, DNS address and
+ * device. kube-proxy's chains have fixed names, so only the first runs one;
+ * the second's ClusterIPs are swallowed by its own device (never routed by
+ * the first's rules), and its nodes say they use the host's resolvers. Both
+ * stopped: nothing of either is left.
+ */
+describeE2e('two local clusters on one host', () => {
+  const base = mkdtempSync(join(tmpdir(), 'vnode-two-'))
+  const sides: Side[] = []
+  const bridges: string[] = []
+
+  beforeAll(async () => {
+    if (!isRoot()) return
+    for (const name of ['a', 'b']) {
+      const dir = join(base, name)
+      const up = await vnode(['cluster', 'up', '--dir', dir, '--port', '0'], {timeout: 150_000})
+      if (up.exitCode !== 0) throw new Error(`cluster up ${name} exited ${up.exitCode}: ${up.stderr}`)
+      const kc = new k8s.KubeConfig()
+      kc.loadFromFile(join(dir, 'kubeconfig'))
+      const side: Side = {name, dir, upStderr: up.stderr, net: clusterNetwork(dir), core: kc.makeApiClient(k8s.CoreV1Api), node: uniqueName(`two-${name}`), ns: uniqueName(`two-${name}`)}
+      sides.push(side)
+    }
+    for (const s of sides) {
+      s.vnode = startVnode(s.node, ['--kubeconfig', join(s.dir, 'kubeconfig'), '--sandbox', 'auto'])
+      await s.vnode.ready()
+      bridges.push(bridgeName(s.node))
+      await s.core.createNamespace({body: {metadata: {name: s.ns}}})
+      const script = `require('http').createServer((q, r) => r.end('from-${s.name}')).listen(${AppPort})`
+      await s.core.createNamespacedPod({
+        namespace: s.ns,
+        body: {
+          metadata: {name: PodName, labels: {app: 'web'}},
+          spec: {nodeName: s.node, containers: [{name: 'main', image: 'node', command: [NODE, '-e', script], readinessProbe: {tcpSocket: {port: AppPort}, periodSeconds: 1}}]},
+        },
+      })
+      await s.core.createNamespacedService({namespace: s.ns, body: {metadata: {name: ServiceName}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: AppPort}]}}})
+      await waitFor(async () => (await s.core.readNamespacedPod({name: PodName, namespace: s.ns})).status?.containerStatuses?.[0]?.ready, `${PodName} Ready in cluster ${s.name}`, 60_000, 500)
+    }
+  }, 400_000)
+
+  afterAll(async () => {
+    await stopAllVnodes()
+    for (const s of sides) await vnode(['cluster', 'down', '--dir', s.dir], {timeout: 60_000})
+    rmSync(base, {recursive: true, force: true})
+  }, 120_000)
+
+  const rootOnly = testWhen(isRoot(), 'a cluster of its own address and device needs root')
+
+  rootOnly(
+    'each cluster has its own API address, service and pod ranges, DNS address and device',
+    async () => {
+      const [a, b] = sides
+      for (const k of ['apiAddress', 'serviceCidr', 'podCidr', 'clusterDns', 'device'] as const) expect(a.net[k]).not.toBe(b.net[k])
+      for (const s of sides) {
+        expect(s.net.reason).toBeUndefined()
+        await assertLocalRoute(s.net.apiAddress, ['lo', s.net.device!])
+        await assertLocalRoute(s.net.clusterDns, [s.net.device!])
+        const n = await s.core.readNode({name: s.node})
+        expect(n.metadata?.annotations?.[PodNetworkAnnotation]).toBe('pod')
+        expect(n.spec?.podCIDR?.split('.').slice(0, 2)).toEqual(s.net.podCidr.split('.').slice(0, 2))
+      }
+    },
+    30_000,
+  )
+
+  rootOnly(
+    "the first cluster's pods resolve and reach its own Service",
+    async () => {
+      const [a] = sides
+      expect(a.upStderr).toContain('starting kube-proxy')
+      // The Service's only endpoint is the pod asking: kube-proxy sends the connection back to it (hairpin).
+      const fetch = `fetch('http://${ServiceName}/').then(r => r.text()).then(t => console.log(t), e => { console.error(e.cause?.code ?? e.message); process.exit(1) })`
+      let last = ''
+      const r = await waitFor(
+        async () => {
+          const x = await kubectlOn(a, ['exec', '-n', a.ns, PodName, '--', NODE, '-e', fetch])
+          last = JSON.stringify(x)
+          return x.stdout.trim() === 'from-a' ? x : undefined
+        },
+        () => `http://${ServiceName}/ from a pod of cluster a (last: ${last})`,
+        60_000,
+        1000,
+      )
+      expect(r.stdout.trim()).toBe('from-a')
+      const resolv = await kubectlOn(a, ['exec', '-n', a.ns, PodName, '--', 'cat', '/etc/resolv.conf'])
+      expect(resolv.stdout).toContain(`nameserver ${a.net.clusterDns}`)
+    },
+    90_000,
+  )
+
+  rootOnly(
+    "the second cluster refuses a second kube-proxy, and its pods never use the first's DNS or rules",
+    async () => {
+      const [a, b] = sides
+      expect(b.upStderr).toContain("kube-proxy skipped: another kube-proxy's rules are on this host")
+      const resolv = await kubectlOn(b, ['exec', '-n', b.ns, PodName, '--', 'cat', '/etc/resolv.conf'])
+      expect(resolv.exitCode).toBe(0)
+      expect(resolv.stdout).not.toContain(a.net.clusterDns)
+      expect(resolv.stdout).not.toContain(b.net.clusterDns)
+      const events = await waitFor(
+        async () => {
+          const e = await kubectlOn(b, [
+            'get',
+            'events',
+            '-A',
+            '--field-selector',
+            `involvedObject.kind=Node,involvedObject.name=${b.node},reason=ClusterDNSUnavailable`,
+            '-o',
+            'jsonpath={.items[*].message}',
+          ])
+          return e.stdout || undefined
+        },
+        'the ClusterDNSUnavailable Warning on the second node',
+        30_000,
+        500,
+      )
+      expect(events).toContain("no kube-proxy serves this cluster's Services on this host")
+      // Its ClusterIPs go to its own device, where nothing answers; the first cluster's rules never see them.
+      const svc = (await b.core.readNamespacedService({name: ServiceName, namespace: b.ns})).spec!.clusterIP!
+      await assertLocalRoute(svc, [b.net.device!])
+      expect(await natRules()).not.toContain(`${svc}/32`)
+      const res = await httpGet(svc, 80, '/', 4000)
+      expect(res.body).toBeUndefined()
+      // Its pods still reach each other by address on its own bridge.
+      const podIp = (await b.core.readNamespacedPod({name: PodName, namespace: b.ns})).status!.podIP!
+      await assertLocalRoute(podIp, [bridgeName(b.node)])
+      expect((await httpGet(podIp, AppPort)).body).toBe('from-b')
+    },
+    60_000,
+  )
+
+  rootOnly(
+    'stopping both nodes and both clusters leaves no device, bridge, namespace, lease or rule of theirs',
+    async () => {
+      const uids = (await Promise.all(sides.map(async (s) => (await s.core.readNamespacedPod({name: PodName, namespace: s.ns})).metadata!.uid!))).map((u) => NetnsPrefix + u)
+      for (const s of sides) expect(await s.vnode!.stop()).toBe(0)
+      for (const s of sides) expect((await vnode(['cluster', 'down', '--dir', s.dir], {timeout: 60_000})).exitCode).toBe(0)
+      const left = await links()
+      for (const s of sides) expect(left).not.toContain(s.net.device)
+      for (const br of bridges) expect(left).not.toContain(br)
+      const netns = await listNetns(NetnsPrefix)
+      for (const u of uids) expect(netns).not.toContain(u)
+      const rules = await natRules()
+      expect(rules).not.toContain('KUBE-SERVICES')
+      expect(rules).not.toContain('CNI-HOSTPORT')
+      for (const s of sides) expect((await execa('ip', ['-o', 'route', 'show', s.net.serviceCidr], {reject: false})).stdout).toBe('')
+    },
+    120_000,
+  )
+})

@@ -1,0 +1,112 @@
+import {describe, expect, test} from '@jest/globals'
+import type {CoreV1Api, V1Pod} from '@kubernetes/client-node'
+import {DefaultStatusCoalesceMs, DefaultTransitionHoldMs, StatusManager} from '../../src/emulator/pods/status-manager.js'
+import {FakeClock, settle} from './fake-clock.js'
+
+interface Patch {
+  at: number
+  name: string
+  body: {status: {phase?: string; containerStatuses?: Array<{name: string; state?: object}>}}
+}
+
+/** The API's two verbs the status manager uses, recorded with the fake clock's time. */
+function fakeCore(clock: FakeClock) {
+  const patches: Patch[] = []
+  const deletes: string[] = []
+  const core = {
+    patchNamespacedPodStatus: async (req: {name: string; namespace: string; body: Patch['body']}) => {
+      patches.push({at: clock.now(), name: req.name, body: req.body})
+      return {metadata: {name: req.name, namespace: req.namespace}}
+    },
+    deleteNamespacedPod: async (req: {name: string}) => {
+      deletes.push(req.name)
+      return {}
+    },
+  } as unknown as CoreV1Api
+  return {core, patches, deletes}
+}
+
+function pod(name: string): V1Pod {
+  return {metadata: {name, namespace: 'ns', uid: `uid-${name}`, generation: 1}, spec: {nodeName: 'n', containers: [{name: 'app', image: 'busybox'}]}, status: {phase: 'Pending'}}
+}
+
+const running = {containerStatuses: [{name: 'app', image: 'busybox', imageID: '', ready: true, started: true, restartCount: 0, state: {running: {startedAt: new Date(0)}}}]}
+
+function manager(clock: FakeClock, core: CoreV1Api, inTransition = () => false, couldHaveRunningContainers = () => true) {
+  return new StatusManager(core, {nodeIP: '10.0.0.1', clock, reconcileMs: 0, hooks: {couldHaveRunningContainers, inTransition}})
+}
+
+describe('StatusManager on a fake clock', () => {
+  test('a burst of changes is one write, DefaultStatusCoalesceMs after the first', async () => {
+    const clock = new FakeClock()
+    const {core, patches} = fakeCore(clock)
+    const sm = manager(clock, core)
+    const t0 = clock.now()
+    sm.track(pod('a'))
+    await clock.advance(DefaultStatusCoalesceMs / 2)
+    sm.setSandboxReady('uid-a', true)
+    sm.setReported('uid-a', running)
+    expect(patches).toHaveLength(0)
+    await clock.advance(DefaultStatusCoalesceMs / 2 - 1)
+    expect(patches).toHaveLength(0)
+    await clock.advance(1)
+    expect(patches.map((p) => [p.at - t0, p.name, p.body.status.phase])).toEqual([[DefaultStatusCoalesceMs, 'a', 'Running']])
+    await clock.advance(60_000)
+    expect(patches).toHaveLength(1)
+    sm.stop()
+  })
+
+  test('while the pod is in transition its writes wait, up to DefaultTransitionHoldMs, and go at once when the start is over', async () => {
+    const clock = new FakeClock()
+    const {core, patches} = fakeCore(clock)
+    let transition = true
+    const sm = manager(clock, core, () => transition)
+    const t0 = clock.now()
+    sm.track(pod('a'))
+    sm.track(pod('b'))
+    await clock.advance(DefaultTransitionHoldMs - 1)
+    expect(patches).toHaveLength(0)
+    await clock.advance(1)
+    expect(patches.map((p) => [p.at - t0, p.name])).toEqual([
+      [DefaultTransitionHoldMs, 'a'],
+      [DefaultTransitionHoldMs, 'b'],
+    ])
+    sm.setReported('uid-a', running)
+    await clock.advance(500)
+    expect(patches).toHaveLength(2)
+    transition = false
+    sm.setStarting('uid-a', false)
+    await clock.advance(0)
+    await settle()
+    expect(patches.map((p) => [p.at - t0, p.name])).toEqual([
+      [DefaultTransitionHoldMs, 'a'],
+      [DefaultTransitionHoldMs, 'b'],
+      [DefaultTransitionHoldMs + 500, 'a'],
+    ])
+    sm.stop()
+  })
+
+  test('a terminated pod being deleted gets its terminal status, then the final DELETE; stop() leaves no timer', async () => {
+    const clock = new FakeClock()
+    const {core, patches, deletes} = fakeCore(clock)
+    // The worker is done with the pod: no process of it is left.
+    const sm = manager(
+      clock,
+      core,
+      () => false,
+      () => false,
+    )
+    const p = {...pod('a'), spec: {...pod('a').spec!, restartPolicy: 'Never'}}
+    sm.track(p)
+    await clock.advance(DefaultStatusCoalesceMs)
+    sm.track({...p, metadata: {...p.metadata, deletionTimestamp: new Date(clock.now()), deletionGracePeriodSeconds: 30}})
+    sm.setReported('uid-a', {containerStatuses: [{...running.containerStatuses[0], ready: false, state: {terminated: {exitCode: 0, reason: 'Completed'}}}]})
+    await sm.terminate('uid-a')
+    expect(patches.at(-1)!.body.status.phase).toBe('Succeeded')
+    expect(deletes).toEqual(['a'])
+    sm.track(pod('b'))
+    expect(clock.pending).toBeGreaterThan(0)
+    sm.stop()
+    expect(clock.pending).toBe(0)
+  })
+})

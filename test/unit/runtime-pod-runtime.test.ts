@@ -1,0 +1,143 @@
+import {afterEach, describe, expect, test} from '@jest/globals'
+import type {CoreV1Api, V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
+import {existsSync, readFileSync} from 'node:fs'
+import {join} from 'node:path'
+import type {EventRecorder} from '../../src/emulator/kube/events.js'
+import type {ReferencedObjects} from '../../src/emulator/kube/object-manager.js'
+import type {ProviderContext} from '../../src/emulator/provider/handler.js'
+import {ImageMap} from '../../src/emulator/runtime/images/image-map.js'
+import {MinimumKillGraceMs} from '../../src/emulator/runtime/container/stop.js'
+import {PodRuntime} from '../../src/emulator/runtime/pod/pod-runtime.js'
+import {tempDir} from './temp-dirs.js'
+
+interface Event {
+  reason: string
+  message: string
+  fieldPath?: string
+}
+
+/** A PodRuntime of bare host processes (no sandbox, no cgroups, no network), without an API server: what it records and reports is kept. */
+function runtime(pod: V1Pod) {
+  const stateDir = tempDir('vnode-pod-runtime-')
+  const events: Event[] = []
+  const reports: V1Pod[] = []
+  const recorder = {
+    record: async (ref: {fieldPath?: string}, _type: string, reason: string, message: string) => void events.push({reason, message, fieldPath: ref.fieldPath}),
+    forget: () => undefined,
+  } as unknown as EventRecorder
+  const objects = {register: () => undefined, unregister: () => undefined} as unknown as ReferencedObjects
+  const ctx: ProviderContext = {nodeName: 'n', nodeIP: '127.0.0.1', stateDir, core: {} as CoreV1Api, objects, services: {list: async () => []}, recorder, knownPod: () => undefined}
+  const rt = new PodRuntime(pod, {
+    ctx,
+    images: new ImageMap(),
+    node: {nodeName: 'n', nodeIP: '127.0.0.1', cpuCores: 2, memoryBytes: 2 ** 30, ephemeralStorageBytes: 2 ** 34},
+    rotation: {maxBytes: 1 << 20, maxFiles: 2},
+    // Short back-offs and a quick relist: the rules are the kubelet's, the durations a test's.
+    crashLoop: {initialMs: 300, maxMs: 600, resetMs: 60_000},
+    mountRetry: {initialMs: 100, maxMs: 200},
+    sync: {relistPeriodMs: 50, syncBackoffMs: 100, jitter: 0},
+    sandbox: join(stateDir, 'pods', pod.metadata!.uid!),
+    tokens: {token: async () => 'token', forget: () => undefined},
+    path: process.env.PATH,
+    sandboxMode: 'none',
+    dns: {clusterDNS: [], clusterDomain: 'cluster.local'},
+    notify: (p) => void reports.push(p),
+  })
+  return {rt, events, reports, stateDir}
+}
+
+function pod(name: string, script: string, over: Partial<NonNullable<V1Pod['spec']>> = {}): V1Pod {
+  return {
+    metadata: {name, namespace: 'ns', uid: `uid-${name}`},
+    spec: {terminationGracePeriodSeconds: 5, containers: [{name: 'app', image: 'busybox', command: ['/bin/sh', '-c', script]}], ...over},
+    status: {},
+  }
+}
+
+async function until<T>(what: string, f: () => T | undefined, ms = 8_000): Promise<T> {
+  const end = Date.now() + ms
+  for (;;) {
+    const v = f()
+    if (v !== undefined && v !== false) return v
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+const app = (rt: PodRuntime): V1ContainerStatus => rt.status().containerStatuses!.find((c) => c.name === 'app')!
+const open: PodRuntime[] = []
+afterEach(async () => {
+  for (const rt of open.splice(0)) await rt.close()
+})
+
+describe('PodRuntime without an API server: bare processes', () => {
+  test('a start is Created and Started and reported running once seen; terminate sends SIGTERM, records Killing, and releases the sandbox', async () => {
+    const {rt, events, reports, stateDir} = runtime(pod('steady', 'trap "exit 0" TERM; while :; do sleep 0.05; done'))
+    open.push(rt)
+    await rt.start()
+    expect(app(rt).state?.running).toBeDefined()
+    expect(reports.at(-1)!.status!.containerStatuses![0].state!.running).toBeDefined()
+    expect(events.map((e) => e.reason)).toEqual(['Pulled', 'Created', 'Started'])
+    expect(events[1]).toEqual({reason: 'Created', message: 'Created container: app', fieldPath: 'spec.containers{app}'})
+    await rt.terminate(5)
+    expect(rt.quiet).toBe(true)
+    expect(app(rt).state?.terminated).toMatchObject({exitCode: 0, reason: 'Completed'})
+    expect(events.filter((e) => e.reason === 'Killing').map((e) => e.message)).toEqual(['Stopping container app'])
+    expect(existsSync(join(stateDir, 'pods', 'uid-steady', 'volumes'))).toBe(false)
+    await rt.cleanup()
+    expect(existsSync(join(stateDir, 'pods', 'uid-steady'))).toBe(false)
+  })
+
+  test('a container that keeps failing restarts at once, then waits in CrashLoopBackOff, its back-off doubling', async () => {
+    const {rt, events} = runtime(pod('crash', 'exit 3'))
+    open.push(rt)
+    await rt.start()
+    const waiting = await until('CrashLoopBackOff', () => (app(rt).state?.waiting?.reason === 'CrashLoopBackOff' ? app(rt) : undefined))
+    expect(waiting.lastState?.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
+    expect(waiting.restartCount).toBeGreaterThanOrEqual(1)
+    expect(waiting.state!.waiting!.message).toMatch(/^back-off (300ms|600ms) restarting failed container=app pod=crash_ns\(uid-crash\)$/)
+    await until('the back-off at its cap', () => /^back-off 600ms/.test(app(rt).state?.waiting?.message ?? ''))
+    expect(events.some((e) => e.reason === 'BackOff' && e.message === 'Back-off restarting failed container app in pod crash_ns(uid-crash)')).toBe(true)
+    expect(app(rt).restartCount).toBeGreaterThanOrEqual(2)
+  })
+
+  test('restartPolicy Never: a failed init container fails the pod and the containers never start', async () => {
+    const p = pod('init', 'sleep 30', {restartPolicy: 'Never', initContainers: [{name: 'setup', image: 'busybox', command: ['/bin/sh', '-c', 'exit 2']}]})
+    const {rt, events} = runtime(p)
+    open.push(rt)
+    await rt.start()
+    const setup = await until('the init container terminated', () => rt.status().initContainerStatuses![0].state?.terminated)
+    expect(setup).toMatchObject({exitCode: 2, reason: 'Error'})
+    await new Promise((r) => setTimeout(r, 300))
+    expect(app(rt).state?.waiting?.reason).toBe('PodInitializing')
+    expect(events.filter((e) => e.reason === 'Started').map((e) => e.fieldPath)).toEqual(['spec.initContainers{setup}'])
+  })
+
+  test("a sidecar starts in its init containers' place and the regular container starts on the same sync once it runs", async () => {
+    const p = pod('sidecar', 'sleep 30', {initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}]})
+    const {rt, events} = runtime(p)
+    open.push(rt)
+    await rt.start()
+    expect(events.filter((e) => e.reason === 'Started').map((e) => e.fieldPath)).toEqual(['spec.initContainers{proxy}', 'spec.containers{app}'])
+    expect(rt.status().initContainerStatuses![0].state?.running).toBeDefined()
+    expect(app(rt).state?.running).toBeDefined()
+  })
+
+  test('a stop runs preStop, then SIGTERM; a container that ignores it is killed when the grace is over, never sooner than 2 s after SIGTERM', async () => {
+    const p = pod('stubborn', 'trap "" TERM; while :; do sleep 0.05; done')
+    const {rt, events, stateDir} = runtime(p)
+    const marker = join(stateDir, 'prestop')
+    p.spec!.containers[0].lifecycle = {preStop: {exec: {command: ['/bin/sh', '-c', `echo prestop >> ${marker}`]}}}
+    open.push(rt)
+    await rt.start()
+    const t = Date.now()
+    await rt.terminate(1)
+    const took = Date.now() - t
+    expect(readFileSync(marker, 'utf8')).toBe('prestop\n')
+    expect(took).toBeGreaterThanOrEqual(MinimumKillGraceMs - 50)
+    expect(took).toBeLessThan(MinimumKillGraceMs + 3_000)
+    expect(app(rt).state?.terminated).toMatchObject({exitCode: 137, reason: 'Error'})
+    expect(events.filter((e) => e.reason === 'Killing').map((e) => e.message)).toEqual(['Stopping container app'])
+    expect(rt.quiet).toBe(true)
+  })
+})

@@ -1,0 +1,193 @@
+import {describe, expect, test} from '@jest/globals'
+import {mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {tmpdir} from 'node:os'
+import {join} from 'node:path'
+import {bwrapArgs} from '../../src/emulator/runtime/sandbox/bwrap.js'
+import {DefaultHiddenPaths, hiddenPaths, kubeconfigReferences} from '../../src/emulator/runtime/sandbox/hidden-paths.js'
+import {
+  layerPrefix,
+  LayerScript,
+  layerWrittenDirs,
+  prepareRootLayer,
+  readMountPoints,
+  removeRootLayer,
+  retiredLayersRemoved,
+  retiringLayers,
+  topLevelDirs,
+} from '../../src/emulator/runtime/sandbox/root-layer.js'
+import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
+import {localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
+
+describe('the writable layer', () => {
+  test('mountinfo mount points, octal escapes undone; a top-level directory with mounts below it is overlaid, its topmost mounts listed to bind back', () => {
+    const info = [
+      '22 1 254:0 / / rw - ext4 /dev/vda rw',
+      '23 22 0:5 / /proc rw - proc proc rw',
+      '24 22 0:6 / /mnt/a\\040b ro - tmpfs t ro',
+      '25 24 0:8 / /mnt/a\\040b/inner ro - tmpfs t ro',
+      '26 22 0:7 / /tmp rw - tmpfs t rw',
+      '27 26 0:9 / /tmp/x rw - tmpfs t rw',
+    ].join('\n')
+    const points = readMountPoints(info)
+    expect(points).toEqual(['/', '/proc', '/mnt/a b', '/mnt/a b/inner', '/tmp', '/tmp/x'])
+    const dirs = topLevelDirs(points)
+    expect(dirs.overlay).toEqual(expect.arrayContaining(['/mnt', '/tmp', '/usr']))
+    expect(dirs.overlay).not.toContain('/proc')
+    // A mount that is itself the top-level directory is its overlay's lower layer; one below it is bound back (recursively: the topmost only).
+    expect(dirs.subMounts).toEqual(['/mnt/a b', '/tmp/x'])
+  })
+
+  test('an fstab of one overlay per directory, uppers with the lower mode; the prefix mounts it in a namespace of its own, then runs bwrap', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
+    try {
+      // This host's own mounts below /tmp (another test's) would keep /tmp out of a user namespace's overlays: the table is given.
+      const layer = prepareRootLayer(dir, 'user-namespace', ['/tmp', '/usr'], ['/', '/proc'])
+      const fstab = readFileSync(layer.fstab, 'utf8')
+      expect(fstab).toContain(`overlay ${dir}/merged/tmp overlay lowerdir=/tmp,upperdir=${dir}/upper/tmp,workdir=${dir}/work/tmp,userxattr 0 0`)
+      expect(statSync(join(dir, 'upper', 'tmp')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
+      expect(layer.overlays).toEqual([
+        {path: '/tmp', merged: join(dir, 'merged', 'tmp')},
+        {path: '/usr', merged: join(dir, 'merged', 'usr')},
+      ])
+      const prefix = layerPrefix(layer)
+      expect(prefix).toEqual(expect.arrayContaining(['--user', '--keep-caps', '--mount', LayerScript, layer.fstab, '--ambient-caps=-all']))
+      expect(layerPrefix({...layer, mode: 'root'})).not.toContain('--user')
+      // A new instance starts from an empty layer.
+      writeFileSync(join(dir, 'upper', 'tmp', 'old'), 'x')
+      prepareRootLayer(dir, 'root', ['/usr'])
+      expect(() => statSync(join(dir, 'upper', 'tmp'))).toThrow()
+      expect(() => prepareRootLayer('/tmp/a,b', 'root', ['/usr'])).toThrow(/overlay mount option/)
+    } finally {
+      removeRootLayer(dir)
+    }
+  })
+
+  test('as root, one overlay of / covers the directories on the root filesystem; a top-level mount of its own gets its own overlay', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
+    try {
+      const layer = prepareRootLayer(dir, 'root', ['/tmp', '/usr'], ['/', '/proc', '/tmp'])
+      const lines = readFileSync(layer.fstab, 'utf8').trim().split('\n')
+      expect(lines).toEqual([
+        `overlay ${dir}/merged overlay lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work 0 0`,
+        `overlay ${dir}/mounts/tmp/merged overlay lowerdir=/tmp,upperdir=${dir}/mounts/tmp/upper,workdir=${dir}/mounts/tmp/work 0 0`,
+      ])
+      expect(statSync(join(dir, 'upper')).mode & 0o7777).toBe(statSync('/').mode & 0o7777)
+      expect(statSync(join(dir, 'mounts', 'tmp', 'upper')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
+      expect(layer.overlays).toEqual([
+        {path: '/usr', merged: join(dir, 'merged', 'usr')},
+        {path: '/tmp', merged: join(dir, 'mounts', 'tmp', 'merged')},
+      ])
+      // What the instance writes in either counts toward its ephemeral storage.
+      writeFileSync(join(dir, 'mounts', 'tmp', 'upper', 'f'), 'x')
+      expect(layerWrittenDirs(dir)).toEqual([join(dir, 'upper'), join(dir, 'mounts')])
+      mkdirSync(join(dir, 'mounts', 'tmp', 'work', 'work'), {mode: 0})
+      removeRootLayer(dir)
+      expect(() => statSync(dir)).toThrow()
+    } finally {
+      removeRootLayer(dir)
+    }
+  })
+
+  test("a new instance's layer is made at once; the earlier one is moved aside and removed in the background, as is one an earlier process left", async () => {
+    await retiredLayersRemoved()
+    const parent = mkdtempSync(join(tmpdir(), 'layer-'))
+    const dir = join(parent, 'main')
+    try {
+      prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      writeFileSync(join(dir, 'upper', 'written'), 'x')
+      mkdirSync(join(dir, 'work', 'work'), {recursive: true, mode: 0})
+      // What a vnode process that stopped mid-removal left, and an unrelated sibling.
+      mkdirSync(join(parent, 'main.retired-0000/upper'), {recursive: true})
+      mkdirSync(join(parent, 'sidecar'))
+      prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      expect(() => statSync(join(dir, 'upper', 'written'))).toThrow()
+      expect(retiringLayers()).toBe(2)
+      await retiredLayersRemoved()
+      expect(retiringLayers()).toBe(0)
+      expect(readdirSync(parent).sort()).toEqual(['main', 'sidecar'])
+    } finally {
+      rmSync(parent, {recursive: true, force: true})
+    }
+  })
+
+  test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point', () => {
+    const layer = {dir: '/l', fstab: '/l/fstab', mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: []}
+    const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: '/opt/vnode-missing/x', readOnly: false}], hide: [], rootLayer: layer}, {cwd: '/', block: false})
+    const idx = args.findIndex((a, i) => a === '--bind' && args[i + 1] === '/l/merged/opt' && args[i + 2] === '/opt')
+    expect(idx).toBeGreaterThanOrEqual(0)
+    expect(args.join(' ')).toContain('--ro-bind /usr /usr')
+    expect(args).not.toContain('--tmpfs /opt')
+    const plain = bwrapArgs({hostname: 'h', binds: [], hide: []}, {cwd: '/', block: false})
+    // Without a layer nothing of the host is writable.
+    expect(plain.filter((a, i) => a === '--bind' && plain[i + 1] !== undefined)).toEqual([])
+  })
+
+  test("a host mount below an overlaid directory is bound back read-only over the overlay (not when hidden); a mount point in it is made on a shadow, not in the host's mount", () => {
+    const root = mkdtempSync(join(tmpdir(), 'submount-'))
+    try {
+      const sub = join(root, 'disk')
+      const secret = join(root, 'state')
+      mkdirSync(sub)
+      mkdirSync(join(secret, 'mnt'), {recursive: true})
+      const layer = {dir: '/l', fstab: '/l/fstab', mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')]}
+      const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: join(sub, 'missing', 'x'), readOnly: false}], hide: [secret], rootLayer: layer}, {cwd: '/', block: false})
+      const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
+      expect(at('--bind', '/l/merged/tmp', '/tmp')).toBeGreaterThanOrEqual(0)
+      expect(at('--ro-bind-try', sub, sub)).toBeGreaterThan(at('--bind', '/l/merged/tmp', '/tmp'))
+      expect(at('--ro-bind-try', join(secret, 'mnt'), join(secret, 'mnt'))).toBe(-1)
+      expect(at('--tmpfs', secret)).toBeGreaterThan(0)
+      // The missing mount point would be made inside the read-only host mount: a shadow of it takes it.
+      expect(at('--tmpfs', sub)).toBeGreaterThan(at('--ro-bind-try', sub, sub))
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  test("a container's layer counts toward its ephemeral-storage limit and the pod's", () => {
+    const pod = {metadata: {name: 'p'}, spec: {containers: [{name: 'main', resources: {limits: {'ephemeral-storage': '1Mi'}}}]}}
+    const usage = (layer: number) => ({emptyDirs: new Map(), memoryEmptyDirs: new Map(), logs: new Map([['main', 1000]]), layers: new Map([['main', layer]])})
+    expect(localStorageViolation(pod, usage(1000))).toBeUndefined()
+    expect(localStorageViolation(pod, usage(2 * 1024 * 1024))).toBe('Pod ephemeral local storage usage exceeds the total limit of containers 1Mi. ')
+  })
+})
+
+describe('hidden paths', () => {
+  test('state dirs always, kubeconfigs and their files, the dir of a control plane, the defaults, --hide; --expose; PATH dirs stay visible', () => {
+    const root = mkdtempSync(join(tmpdir(), 'hide-'))
+    try {
+      const env = {HOME: join(root, 'home'), XDG_STATE_HOME: join(root, 'state')}
+      const cluster = join(root, 'cluster')
+      mkdirSync(join(cluster, 'pki'), {recursive: true})
+      writeFileSync(join(cluster, 'pki', 'ca.key'), 'k')
+      writeFileSync(join(cluster, 'kubeconfig'), 'x')
+      const kc = join(root, 'kc')
+      writeFileSync(
+        kc,
+        ['users:', '- name: u', '  user:', '    client-key: keys/u.key', '    client-certificate: "/abs/u.crt"', 'clusters:', '- cluster:', '    certificate-authority: ca.crt'].join('\n'),
+      )
+      expect(kubeconfigReferences(kc)).toEqual([join(root, 'keys/u.key'), '/abs/u.crt', join(root, 'ca.crt')])
+      registerStateDir(join(root, 'node-b'), env)
+      expect(registeredStateDirs(env)).toEqual([join(root, 'node-b')])
+      const hidden = hiddenPaths({
+        stateDir: join(root, 'node-a'),
+        kubeconfigs: [kc, join(cluster, 'kubeconfig')],
+        hide: ['/srv/secret'],
+        expose: ['~/.docker'],
+        path: `${env.HOME}/.aws/bin:/usr/bin`,
+        env,
+      })
+      expect(hidden).toEqual(
+        expect.arrayContaining([stateBase(env), join(root, 'node-b'), join(root, 'node-a'), kc, join(root, 'keys/u.key'), cluster, '/srv/secret', `${env.HOME}/.ssh`, '/etc/shadow']),
+      )
+      expect(hidden).not.toContain(`${env.HOME}/.docker`)
+      expect(hidden).not.toContain(`${env.HOME}/.aws`)
+      // Inside the hidden cluster dir: not masked again.
+      expect(hidden).not.toContain(join(cluster, 'kubeconfig'))
+      expect(DefaultHiddenPaths).toEqual(
+        expect.arrayContaining(['~/.kube', '~/.ssh', '~/.aws', '~/.config/gcloud', '~/.azure', '~/.docker', '~/.gnupg', '~/.netrc', '/etc/shadow', '/etc/gshadow', '/etc/kubernetes']),
+      )
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+})
