@@ -1,7 +1,7 @@
 // What a benchmark run could leave behind, looked for after everything is
 // stopped: processes that name the run's directory (in argv, environment or
 // working directory), mounts under it, vnode's cgroup roots, bridges and pod
-// network namespaces of the run's nodes and pods. Other runs on the machine
+// network namespaces of the run's nodes, pods and warm pools. Other runs on the machine
 // have other directories, node names and pod uids, so only this run's count.
 import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {join} from 'node:path'
@@ -80,5 +80,17 @@ export async function benchLeftovers({dir, nodes, podUids}) {
   left.push(...cgroupDirsNamed(new Set(nodes.map((n) => nodeRootName(n.name, n.stateDir)))))
   for (const n of nodes) if (linkExists(bridgeName(n.name))) left.push(`bridge ${bridgeName(n.name)} (${n.name})`)
   if (existsSync(NetnsDir)) for (const uid of podUids) if (existsSync(netnsPath(NetnsPrefix + uid))) left.push(`netns ${netnsPath(NetnsPrefix + uid)}`)
+  // A node's network state (host-local's leases, the pods' and the warm pool's records) goes with its last pod;
+  // a pool entry's record goes only once its namespace is gone, so the records name every pool namespace left.
+  for (const n of nodes) {
+    const net = join(n.stateDir, 'network')
+    if (!existsSync(net)) continue
+    left.push(`network state ${net} (${n.name})`)
+    const pool = join(net, 'pool')
+    for (const f of existsSync(pool) ? readdirSync(pool).filter((e) => e.endsWith('.json')) : []) {
+      const netns = JSON.parse(read(join(pool, f)) || '{}').netns
+      if (netns && existsSync(netns)) left.push(`netns ${netns} (pool of ${n.name})`)
+    }
+  }
   return left
 }

@@ -121,8 +121,7 @@ export async function startVnodeTui(cluster, name, args = []) {
 export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
   recordNodes(name, stateDir, args)
-  // The scenarios measure the plain mode unless they ask for a sandbox (the sandbox scenario puts both side by side).
-  if (!args.includes('--sandbox')) args = [...args, '--sandbox', 'none']
+  // The flags are the caller's: a mode of modes.mjs, or none for the node as users run it.
   const child = spawn(process.execPath, upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]), {stdio: ['ignore', 'pipe', 'pipe']})
   const lines = []
   let buf = ''

@@ -4,7 +4,7 @@
 // that map them, so a hundred shims of one binary count its text once).
 // The pods' own programs are not the runtime's and are left out on every node.
 import {readFileSync} from 'node:fs'
-import {descendants} from '../dist/emulator/runtime/proc.js'
+import {descendants} from '../dist/emulator/runtime/process/proc.js'
 
 function read(path) {
   try {
