@@ -1,7 +1,6 @@
 import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
-import {hostname} from 'node:os'
 import {UserError} from '../errors.js'
 import {defaultStateDir, DefaultShutdownGraceSeconds, nodeSpecConfig, validateNodeName, type EmulatorEvents, type EmulatorOptions, type EmulatorSummary} from './emulator-config.js'
 import type {ServiceLister} from './kube/service-lister.js'
@@ -13,19 +12,14 @@ import {EventReason} from './kube/event-reasons.js'
 import {LeaseController} from './node/lease-controller.js'
 import {NodeController, type NodeSnapshot} from './node/node-controller.js'
 import {NodeWatcher} from './node/node-watcher.js'
-import type {NodeSpecConfig} from './node/node-status.js'
 import type {AdmissionNode} from './pods/admission.js'
 import type {PodController} from './pods/pod-controller.js'
 import type {PodLifecycleHandler, ProviderFactory} from './provider/handler.js'
 import {hasContainerLogs, NoContainerLogs, type ContainerLogs} from './provider/logs.js'
-import {loadClientCa} from './server/client-ca.js'
-import {apiReviewer} from './server/review-api.js'
-import {isContainerStreaming} from './provider/streaming.js'
-import {KubeletServer} from './server/server.js'
+import type {KubeletServer} from './server/server.js'
+import {startKubeletServer} from './emulator-kubelet.js'
 import type {PodUsage} from './provider/usage.js'
 import type {SandboxPoolFigures} from './provider/pool.js'
-import {defaultRunningCheck, type KubeletSources} from './server/sources.js'
-import {isDnsSubdomain} from './server/validate.js'
 
 export * from './emulator-config.js'
 
@@ -166,7 +160,15 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     const node = await this.nodeController.register(this.startAbort.signal)
     if (stopped()) return
     this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
-    await this.startKubeletServer(config)
+    this.kubeletServer = await startKubeletServer({
+      opts: this.opts,
+      clients: this.clients,
+      stateDir: this.stateDir,
+      config,
+      provider: () => this.provider,
+      pods: () => this.pods(),
+      logs: this.containerLogs,
+    })
     void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
     this.lease = new LeaseController(
       this.clients.coordination,
@@ -297,42 +299,6 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
     this.services = undefined
     await this.objects?.stop()
     this.objects = undefined
-  }
-
-  /**
-   * What the kubelet API serves: the pod core's pods and the provider's usage
-   * (looked up per request: the provider starts after the server). With a
-   * provider that measures usage, a pod runs while it has a live process;
-   * otherwise its status says. Options override each source (tests).
-   */
-  private kubeletSources(): KubeletSources {
-    const given = this.opts.kubelet ?? {}
-    const providerUsage = () => this.usage()
-    const usage = given.usage ?? providerUsage
-    const isRunning = given.isRunning ?? (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(this.provider?.usage ? providerUsage : undefined)(pod))
-    return {pods: given.pods ?? (() => this.pods()), usage, isRunning, logs: this.containerLogs, pool: given.pool ?? (() => this.pool())}
-  }
-
-  /** The kubelet HTTPS API on the port the node advertises. */
-  private async startKubeletServer(config: NodeSpecConfig): Promise<void> {
-    const o = this.opts
-    const host = hostname().toLowerCase()
-    this.kubeletServer = new KubeletServer({
-      nodeName: o.name,
-      port: config.port,
-      // Behind a relay only the tunnels, from this process, reach the kubelet API.
-      host: o.relay?.mode === 'on' ? '127.0.0.1' : undefined,
-      stateDir: this.stateDir,
-      sans: [o.name, ...(isDnsSubdomain(host) ? [host] : []), config.nodeIP, 'localhost', '127.0.0.1'],
-      sources: this.kubeletSources(),
-      anonymousAuth: o.anonymousAuth ?? false,
-      authorizationMode: o.authorizationMode ?? 'Webhook',
-      clientCa: await loadClientCa(this.clients.kc, o.clientCaFile),
-      reviewer: apiReviewer(this.clients.authentication, this.clients.authorization),
-      // exec and attach, when the runtime offers them (the provider comes after the server).
-      streaming: () => (isContainerStreaming(this.provider) ? this.provider : undefined),
-    })
-    await this.kubeletServer.start()
   }
 
   private async connect(): Promise<void> {

@@ -310,13 +310,30 @@ describeE2e('the warm pool when sandbox setups fail', () => {
       )
       const pods = (await c.core.listNamespacedPod({namespace: ns})).items
       // A failed setup leaves no namespace of its own, no record, and the pool holds nothing it cannot lease.
-      for (const p of pods.filter((x) => failing.has(x.metadata!.name!))) {
+      // The failing pods and the pool's makes retry on their back-offs, and a retry holds its namespace
+      // and veth while its ADD runs: what a failed setup left is what stays between the retries, so
+      // each is awaited for a few seconds (a leak never goes) rather than read at one instant.
+      const failingPods = pods.filter((x) => failing.has(x.metadata!.name!))
+      for (const p of failingPods) {
         expect(containerStatus(p, 'main')?.state?.running).toBeUndefined()
         expect(podNetns(vnode, p.metadata!.uid!)).toBeUndefined()
-        expect(await listNetns(`vnode-${p.metadata!.uid!}`)).toEqual([])
       }
-      const veths = (await links(bridgeName(node))).filter((l) => l.startsWith('veth'))
-      expect(veths.length).toBe(Addresses + poolRecords(vnode).filter((r) => r.state !== 'making').length)
+      const leftovers = async () => {
+        const netns = (await Promise.all(failingPods.map((p) => listNetns(`vnode-${p.metadata!.uid!}`)))).flat()
+        const veths = (await links(bridgeName(node))).filter((l) => l.startsWith('veth'))
+        return {netns, veths: veths.length, expectedVeths: Addresses + poolRecords(vnode).filter((r) => r.state !== 'making').length}
+      }
+      let last: Awaited<ReturnType<typeof leftovers>> | undefined
+      const settled = await waitFor(
+        async () => {
+          last = await leftovers()
+          return last.netns.length === 0 && last.veths === last.expectedVeths ? last : undefined
+        },
+        () => `no namespace or veth of a failed setup between retries (last: ${JSON.stringify(last)})`,
+        10_000,
+        50,
+      )
+      expect(settled.netns).toEqual([])
       const m = await poolMetrics(node)
       expect(m['vnode_sandbox_pool_entries:ready']).toBe(0)
 
