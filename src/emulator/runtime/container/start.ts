@@ -106,11 +106,12 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
       sandbox: config.view,
-      // Into the container's cgroup before its program runs (the sandbox blocks until then; plain mode: right after spawn).
+      // Into the container's cgroup before its program runs: the sandbox blocks until placed; a bare process places itself.
+      cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,
       beforeExec:
-        cgroup || beforeExec
+        (cgroup && config.view) || beforeExec
           ? async (pid) => {
-              if (cgroup) cgroups!.place(cgroup, pid)
+              if (cgroup && config.view) cgroups!.place(cgroup, pid)
               await beforeExec?.(pod, c.name, pid)
             }
           : undefined,

@@ -11,6 +11,7 @@ import {ContainerLogWriter} from '../logs/writer.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import {enterArgv, SandboxStartError, spawnSandboxed} from '../sandbox/spawn.js'
+import {placedArgv} from './placed-argv.js'
 import {openInstanceIO, openReaderOrEmpty, outputPipes, removePipes, type OutputPipes} from './instance-io.js'
 import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, SandboxedProcess, SpawnSpec} from './process-spec.js'
 import {monitorExit, sandboxedProcess, waitForProgram} from './sandboxed-start.js'
@@ -108,8 +109,9 @@ export class ContainerProcess {
     }
     if (spec.tty) return ContainerProcess.startOnTerminal(spec, file, args)
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
+    const [program, ...programArgs] = placedArgv(spec, file, args)
     const spawn = () =>
-      execa(file, args, {
+      execa(program!, programArgs, {
         cwd: spec.cwd,
         env: spec.env,
         extendEnv: false,

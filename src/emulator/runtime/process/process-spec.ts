@@ -18,6 +18,12 @@ export interface SpawnSpec {
   sandbox?: ContainerSandboxSpec
   /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
   beforeExec?: (pid: number) => Promise<void>
+  /**
+   * A bare host process (no sandbox): the cgroup.procs files it joins before
+   * its program runs, so the cgroup's limits and accounting cover it from
+   * its first page, as a container's process is created in its cgroup.
+   */
+  cgroupProcs?: string[]
 }
 
 export type OutputStream = 'stdout' | 'stderr'
