@@ -59,6 +59,7 @@ async function configure(host: ContainerHost, c: ContainerState): Promise<Contai
     volumes: sandbox.volumes!,
     podFiles: sandbox.podFiles(),
     netns: sandbox.net.netns,
+    podIP: sandbox.net.attachment?.ip,
     sharedPid: async () => (await sandbox.sharedPidNamespace()).pid,
     event: (type, reason, message) => host.event(c, type, reason, message),
     podEvent: (type, reason, message) => host.podEvent(type, reason, message),
