@@ -3,7 +3,7 @@ import type {HostIdentity, HostReading} from './host.js'
 import {formatBytes, formatCpu} from '../quantity.js'
 
 import {LastAppliedStatusAnnotation} from '../../common/labels.js'
-export {CordonedByAnnotation, LastAppliedStatusAnnotation, NodeMarkerLabel, PodPidsAnnotation} from '../../common/labels.js'
+export {CordonedByAnnotation, LastAppliedStatusAnnotation, NodeMarkerLabel} from '../../common/labels.js'
 export const DefaultTaint: V1Taint = {key: 'virtual-kubelet.io/provider', value: 'vnode', effect: 'NoSchedule'}
 export const DefaultMaxPods = 110
 

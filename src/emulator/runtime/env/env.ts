@@ -8,8 +8,6 @@ import {parseQuantity} from '../../quantity.js'
 import {expand, mappingFor} from './expansion.js'
 import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
 
-export {configMapData, secretData} from './references.js'
-
 /**
  * The PATH a container gets when neither `up`'s environment (EnvInput.path),
  * its image map entry nor its spec sets one: the container runtimes'

@@ -39,8 +39,6 @@ import {claimVolume} from './persistent-volumes.js'
  */
 export const VolumeRootEnv = 'VNODE_VOLUME_ROOT'
 
-export {DefaultTokenExpirationSeconds} from './tokens.js'
-
 export interface VolumeDeps {
   node: NodeFacts
   /** The ConfigMaps and Secrets the pod references, from the node's watches. */
