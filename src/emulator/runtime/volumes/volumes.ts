@@ -373,9 +373,6 @@ export async function removeRealLinks(links: RealLink[]): Promise<void> {
   }
 }
 
-/** Re-exported for the pod's own cleanup (pod-runtime.ts); defined in common/remove-tree.ts. */
-export {removeTree}
-
 function allMounts(pod: V1Pod) {
   return allContainers(pod).flatMap((c) => c.volumeMounts ?? [])
 }
