@@ -94,6 +94,7 @@ export class PodSandbox {
         volumes: this.volumeDeps(),
         objects: deps.ctx.objects,
         failed: (message) => void deps.ctx.recorder.record(podRef(deps.pod()), 'Warning', EventReason.FailedMountVolume, message),
+        clock: deps.clock,
       },
       deps.volumeRefresh,
     )
