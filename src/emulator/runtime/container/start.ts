@@ -107,6 +107,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
       sandbox: config.view,
+      clock: host.clock,
       // Into the container's cgroup before its program runs (the sandbox blocks until then; plain mode: right after spawn).
       beforeExec:
         cgroup || beforeExec

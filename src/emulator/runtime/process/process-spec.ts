@@ -1,3 +1,4 @@
+import type {Clock} from '../../../common/clock.js'
 import type {LogRotation} from '../logs/writer.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import type {OutputPipes} from './instance-io.js'
@@ -18,6 +19,8 @@ export interface SpawnSpec {
   sandbox?: ContainerSandboxSpec
   /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
   beforeExec?: (pid: number) => Promise<void>
+  /** The runtime's clock, for the instance's start and finish times; the real one by default. */
+  clock?: Clock
 }
 
 export type OutputStream = 'stdout' | 'stderr'
