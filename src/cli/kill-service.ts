@@ -7,8 +7,6 @@ import {podStatus} from '../kubectl/pod-status.js'
 import type {KubeSession} from './session.js'
 import type {KillProgress, KillTarget} from '../kubectl/kill-report.js'
 
-export type {KillProgress, KillTarget}
-
 /** Without --timeout, a pod's wait lasts its grace period plus this margin for the node to report and remove it. */
 export const DefaultKillTimeoutMarginMs = 30_000
 

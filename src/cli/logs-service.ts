@@ -1,3 +1,4 @@
+import {allContainers} from '../common/pods.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import * as http from 'node:http'
 import * as https from 'node:https'
@@ -29,15 +30,12 @@ export class LogApiError extends Error {
 
 /** Which containers to read: -c must name one of them (kubectl's message otherwise). */
 export function chooseContainers(pod: V1Pod, container?: string): string[] {
-  const names = (pod.spec?.containers ?? []).map((c) => c.name)
-  const inits = (pod.spec?.initContainers ?? []).map((c) => c.name)
   if (container) {
-    if (!names.includes(container) && !inits.includes(container)) {
-      throw new UserError(`container ${container} is not valid for pod ${pod.metadata?.name}: choose one of [${[...inits, ...names].join(' ')}]`)
-    }
+    const all = allContainers(pod).map((c) => c.name)
+    if (!all.includes(container)) throw new UserError(`container ${container} is not valid for pod ${pod.metadata?.name}: choose one of [${all.join(' ')}]`)
     return [container]
   }
-  return names
+  return (pod.spec?.containers ?? []).map((c) => c.name)
 }
 
 /**

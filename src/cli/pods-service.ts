@@ -64,8 +64,6 @@ export async function listPodsOn(session: KubeSession, q: PodQuery, nodes: strin
   return {pods, nodes, resourceVersion: rvs.sort((a, b) => Number(b) - Number(a))[0]}
 }
 
-export type {PodWatchHandle, WatchEventType}
-
 /** The first wait before re-opening a watch or relisting after a failure; it doubles up to DefaultRewatchMaxDelayMs. */
 export const DefaultRewatchDelayMs = 500
 /** A watch that keeps failing is retried this often at most: soon enough for someone looking at it. */

@@ -9,7 +9,7 @@ import {findBinaries, type BinaryPaths} from './binaries.js'
 import {registerStateDir} from '../common/state-dirs.js'
 import {ensurePrivateDir} from '../common/pki.js'
 import {createClusterCa, createPki, kubeconfigYaml, type Pki} from './cluster-pki.js'
-import {claimClusterNetwork, type ClusterNetwork, releaseClusterNetwork, slotNetwork} from './cluster-network.js'
+import {claimClusterNetwork, type ClusterNetwork, releaseClusterNetwork} from './cluster-network.js'
 import {caFingerprint} from '../common/service-route.js'
 import {freePort, portOr} from '../common/ports.js'
 import {hostAddresses} from './host.js'
@@ -20,12 +20,9 @@ import {type ServicesState, startServices, stopServices} from './services/servic
 export const DefaultApiServerPort = 6443
 export const DefaultReadyTimeoutMs = 90_000
 export const DefaultStopTimeoutMs = 15_000
-/** The first local cluster's ranges; each further one on the host gets its own (cluster-network.ts). */
-export const ServiceClusterIpRange = slotNetwork(0).serviceCidr
-/** The controller-manager gives each node a /24 of the cluster's pod range as spec.podCIDR. */
-export const ClusterPodCidr = slotNetwork(0).podCidr
+/** The controller-manager gives each node a /24 of the cluster's pod range (cluster-network.ts) as spec.podCIDR. */
 export const NodeCidrMaskSize = 24
-export {ContextName, LocalClusterCaName} from './cluster-pki.js'
+export {LocalClusterCaName} from './cluster-pki.js'
 
 /** Components in start order; stopped in reverse. */
 export const Components = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const

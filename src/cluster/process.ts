@@ -14,17 +14,6 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** Process start time in clock ticks since boot (field 22 of /proc/<pid>/stat). */
-export function startTicks(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return Number(fields[19])
-  } catch {
-    return undefined
-  }
-}
-
 export function signal(pid: number, sig: NodeJS.Signals): boolean {
   try {
     process.kill(pid, sig)

@@ -20,12 +20,12 @@ export function podKeyOf(pod: V1Pod): string {
   return podKey(pod.metadata?.namespace ?? '', pod.metadata?.name ?? '')
 }
 
-/** The object reference of a pod, as its events name it. */
 /** `name_namespace(uid)`, as the kubelet names a pod in messages (format.Pod). */
 export function podDesc(pod: V1Pod): string {
   return `${pod.metadata?.name ?? ''}_${pod.metadata?.namespace ?? ''}(${pod.metadata?.uid ?? ''})`
 }
 
+/** The object reference of a pod, as its events name it. */
 export function podRef(pod: V1Pod): V1ObjectReference {
   return {kind: 'Pod', apiVersion: 'v1', namespace: pod.metadata?.namespace, name: pod.metadata?.name, uid: pod.metadata?.uid}
 }

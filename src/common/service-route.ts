@@ -64,10 +64,6 @@ export async function kubeProxyDevicesBesides(own: string | undefined): Promise<
   return out
 }
 
-export async function deviceExists(dev: string): Promise<boolean> {
-  return (await ip(['link', 'show', 'dev', dev])).ok
-}
-
 /** The device's alias ('' for none), undefined when there is no such device. */
 export async function deviceAlias(dev: string): Promise<string | undefined> {
   if (!/^[\w.-]{1,15}$/.test(dev)) return undefined

@@ -9,6 +9,7 @@ import {isWithin} from './paths.js'
  * `--state-dir` or `cluster up --dir` put them, each recorded in the base's
  * registry so that every node can hide every one from its containers.
  */
+
 /** The registry of state and cluster dirs outside the base, one absolute path a line. */
 export const StateDirRegistry = 'state-dirs'
 

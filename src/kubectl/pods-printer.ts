@@ -3,18 +3,12 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {columnWidths, fixedWidthLine, formatTable} from './table.js'
 import {podRow} from './pod-status.js'
 
-/**
- * Where `-o wide` finds a pod's process ids: `container=pid,...`, as the
- * node's kubelet API reports them in /runningpods/ (pods-service attachPids).
- * Absent (not running, or the node cannot be reached): <none>.
- */
-
 /** Where `-o wide` finds what the pod's node runs pods inside (its vnode.dev/sandbox label, pods-service attachPids). */
-
 export function podSandbox(pod: V1Pod): string {
   return pod.metadata?.annotations?.[PodSandboxAnnotation] || '<none>'
 }
 
+/** The walls the pod's node builds around its containers (its vnode.dev/walls annotation, pods-service attachPids). */
 export function podWalls(pod: V1Pod): string {
   return pod.metadata?.annotations?.[PodWallsAnnotation] || '<none>'
 }
@@ -39,6 +33,11 @@ export function podEndpoint(pod: V1Pod): string {
   return relay === undefined ? '<none>' : kubeletEndpointText(relay || undefined)
 }
 
+/**
+ * Where `-o wide` finds a pod's process ids: `container=pid,...`, as the
+ * node's kubelet API reports them in /runningpods/ (pods-service attachPids).
+ * Absent (not running, or the node cannot be reached): <none>.
+ */
 export function podPids(pod: V1Pod): string {
   const raw = pod.metadata?.annotations?.[PodPidsAnnotation]
   if (!raw) return '<none>'

@@ -1,16 +1,16 @@
 import type {V1Pod} from '@kubernetes/client-node'
 import {podList} from './pods-printer.js'
 
-/**
- * Pods as the API server's JSON (field names and RFC 3339 times), not as the
- * client's model objects: client-node's own ObjectSerializer does that mapping.
- * It is not re-exported from the package root, hence the deep import.
- */
 /** kubectl get -o json|yaml hides managedFields unless --show-managed-fields. */
 function withoutManagedFields(pod: V1Pod): V1Pod {
   return pod.metadata?.managedFields ? {...pod, metadata: {...pod.metadata, managedFields: undefined}} : pod
 }
 
+/**
+ * Pods as the API server's JSON (field names and RFC 3339 times), not as the
+ * client's model objects: client-node's own ObjectSerializer does that mapping.
+ * It is not re-exported from the package root, hence the deep import.
+ */
 export async function serializePods(pods: V1Pod[]): Promise<Record<string, unknown>> {
   const {ObjectSerializer} = await import('@kubernetes/client-node/dist/serializer.js')
   const list = podList(pods)

@@ -1,8 +1,8 @@
 import {describe, expect, test} from '@jest/globals'
-import {mkdirSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs'
+import {mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
-import {importCycles, layerViolations} from '../../scripts/check-layers.mjs'
+import {Doors, importCycles, layerViolations} from '../../scripts/check-layers.mjs'
 
 function tree(files: Record<string, string>): string {
   const root = mkdtempSync(join(tmpdir(), 'vnode-layers-'))
@@ -78,6 +78,45 @@ describe('layering check', () => {
     } finally {
       rmSync(root, {recursive: true, force: true})
     }
+  })
+
+  test('no file of the emulator outside the runtime imports it; kube/ imports no other folder of the emulator; the relay knows no pods', () => {
+    const root = tree({
+      'src/emulator/emulator-kubelet.ts': "import {ProcessProvider} from './runtime/process-provider.js'\n",
+      'src/emulator/node/host.ts': "import type {CgroupSupport} from '../runtime/host.js'\n",
+      'src/emulator/relay/endpoint.ts':
+        "import {detectPodNetwork} from '../runtime/host.js'\nimport {PodWorker} from '../pods/pod-worker.js'\nimport type {PodLifecycleHandler} from '../provider/handler.js'\n",
+      'src/emulator/kube/events.ts': "import {NodeMarkerLabel} from '../node/node-status.js'\nconst s = await import('../server/server.js')\n",
+      'src/emulator/runtime/pod/p.ts': "import {EventReason} from '../../kube/event-reasons.js'\nimport {q} from '../../quantity.js'\nimport {x} from './q.js'\n",
+      'src/emulator/relay/tunnels.ts':
+        "import {sleep} from '../kube/backoff.js'\nimport type {KubeletServer} from '../server/server.js'\nimport type {NodeController} from '../node/node-controller.js'\n",
+      'src/emulator/kube/client.ts': "import {UserError} from '../../errors.js'\nimport {x} from './backoff.js'\n",
+    })
+    try {
+      expect(
+        layerViolations(root)
+          .map((l) => l.split(':')[0])
+          .sort(),
+      ).toEqual([
+        'src/emulator/emulator-kubelet.ts imports src/emulator/runtime/process-provider',
+        'src/emulator/kube/events.ts imports src/emulator/node/node-status',
+        'src/emulator/kube/events.ts imports src/emulator/server/server',
+        'src/emulator/node/host.ts imports src/emulator/runtime/host',
+        'src/emulator/relay/endpoint.ts imports src/emulator/pods/pod-worker',
+        'src/emulator/relay/endpoint.ts imports src/emulator/provider/handler',
+        'src/emulator/relay/endpoint.ts imports src/emulator/runtime/host',
+      ])
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  test("the runtime README's door table is check-layers' list", () => {
+    const readme = readFileSync(join(dirname(new URL(import.meta.url).pathname), '..', '..', 'src', 'emulator', 'runtime', 'README.md'), 'utf8')
+    const table = readme.slice(readme.indexOf('| folder | door files |'))
+    const rows = [...table.split('\n\n')[0].matchAll(/^\| (\w+)\/ \| ([\w, -]+) \|$/gm)].map((m) => [`src/emulator/runtime/${m[1]}/`, m[2].split(', ')])
+    const doors = (Doors as {folder: string; doors: string[]}[]).filter((d) => d.folder !== 'src/emulator/runtime/').map((d) => [d.folder, d.doors])
+    expect(rows).toEqual(doors)
   })
 
   test('the runtime is entered only through its doors, and each of its folders only through its door files', () => {

@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {formatMap, isValidEnvName, podFieldValue, resourceFieldValue, serviceVariables} from '../../src/emulator/runtime/env/env.js'
+import {buildContainerEnv, formatMap, isValidEnvName, podFieldValue, resourceFieldValue, serviceVariables} from '../../src/emulator/runtime/env/env.js'
 
 const node = {nodeName: 'n1', nodeIP: '10.0.0.5', cpuCores: 8, memoryBytes: 16 * 2 ** 30, ephemeralStorageBytes: 100 * 2 ** 30}
 
@@ -39,7 +39,7 @@ describe('env helpers', () => {
     expect(resourceFieldValue({name: 'c'}, 'limits.gpu', undefined, node)).toBeUndefined()
   })
 
-  test('fieldRef: pod IPs are the node IP (host network); labels and annotations', () => {
+  test('fieldRef: without a pod network the pod IPs are the node IP; labels and annotations', () => {
     const pod = {metadata: {name: 'p', namespace: 'ns', uid: 'u', labels: {b: '2', a: 'x"y'}}, spec: {containers: [], serviceAccountName: 'sa'}}
     expect(podFieldValue(pod, 'status.podIP', node)).toBe('10.0.0.5')
     expect(podFieldValue(pod, 'spec.serviceAccountName', node)).toBe('sa')
@@ -47,6 +47,26 @@ describe('env helpers', () => {
     expect(podFieldValue(pod, 'metadata.labels', node)).toBe('a="x\\"y"\nb="2"')
     expect(podFieldValue(pod, 'spec.unknown', node)).toBeUndefined()
     expect(formatMap(undefined)).toBe('')
+  })
+
+  test("fieldRef: status.podIP(s) are the pod's own address on the pod network, the node's on the host network", async () => {
+    const pod = {metadata: {name: 'p', namespace: 'ns', uid: 'u'}, spec: {containers: []}}
+    expect(podFieldValue(pod, 'status.podIP', node, '10.88.0.7')).toBe('10.88.0.7')
+    expect(podFieldValue(pod, 'status.podIPs', node, '10.88.0.7')).toBe('10.88.0.7')
+    expect(podFieldValue(pod, 'status.hostIP', node, '10.88.0.7')).toBe('10.0.0.5')
+    expect(podFieldValue(pod, 'status.podIPs', node)).toBe('10.0.0.5')
+    const container = {
+      name: 'c',
+      env: [
+        {name: 'POD_IP', valueFrom: {fieldRef: {fieldPath: 'status.podIP'}}},
+        {name: 'HOST_IP', valueFrom: {fieldRef: {fieldPath: 'status.hostIP'}}},
+      ],
+    }
+    const input = {pod, container, node, objects: {get: async () => null}, services: {list: async () => []}, runtime: {}}
+    const onPodNetwork = await buildContainerEnv({...input, podIP: '10.88.0.7'})
+    expect(onPodNetwork.ok && [onPodNetwork.env.POD_IP, onPodNetwork.env.HOST_IP]).toEqual(['10.88.0.7', '10.0.0.5'])
+    const onHostNetwork = await buildContainerEnv(input)
+    expect(onHostNetwork.ok && onHostNetwork.env.POD_IP).toBe('10.0.0.5')
   })
 
   test('env names: any printable ASCII except =', () => {

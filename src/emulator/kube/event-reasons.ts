@@ -29,18 +29,39 @@ export const EventReason = {
   ContainerProbeWarning: 'ProbeWarning',
   FailedPostStartHook: 'FailedPostStartHook',
   FailedPreStopHook: 'FailedPreStopHook',
-  // The node.
+  // Admission (lifecycle/predicate.go and the shutdown manager): a refused pod's reason, also its event's.
+  UnexpectedAdmissionError: 'UnexpectedAdmissionError',
+  NodeAffinity: 'NodeAffinity',
+  NodeName: 'NodeName',
+  NodePorts: 'NodePorts',
+  TaintToleration: 'TaintToleration',
+  NodeShutdown: 'NodeShutdown',
+  // The node, and each change of its conditions (the kubelet's nodestatus setters).
   StartingKubelet: 'Starting',
+  NodeHasSufficientMemory: 'NodeHasSufficientMemory',
+  NodeHasInsufficientMemory: 'NodeHasInsufficientMemory',
+  NodeHasNoDiskPressure: 'NodeHasNoDiskPressure',
+  NodeHasDiskPressure: 'NodeHasDiskPressure',
+  NodeHasSufficientPID: 'NodeHasSufficientPID',
+  NodeHasInsufficientPID: 'NodeHasInsufficientPID',
+  NodeReady: 'NodeReady',
+  NodeNotReady: 'NodeNotReady',
   // vnode's own: the provider refused a pod, a static pod file is invalid, a hostPort is taken on the
-  // host, a limit the node's cgroups cannot enforce.
+  // host, a limit the node's cgroups cannot enforce, a pod from a namespace the node does not run.
   ProviderCreateFailed: 'ProviderCreateFailed',
   ProviderUpdateFailed: 'ProviderUpdateFailed',
   FailedValidation: 'FailedValidation',
   PortInUse: 'PortInUse',
   LimitsNotEnforced: 'LimitsNotEnforced',
+  NamespaceNotAllowed: 'NamespaceNotAllowed',
   // The node: pods use the host's resolvers, since the cluster DNS is not this cluster's here.
   ClusterDnsUnavailable: 'ClusterDNSUnavailable',
 } as const
+
+/** The admission reason for a resource the node lacks: "OutOf" and its name, as the kubelet's (OutOfcpu, OutOfpods). */
+export function outOfResourceReason(resource: string): string {
+  return `OutOf${resource}`
+}
 
 /**
  * virtual-kubelet's reasons for the ConfigMaps and Secrets a container's

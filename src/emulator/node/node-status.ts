@@ -1,9 +1,10 @@
 import type {V1Node, V1NodeCondition, V1NodeStatus, V1Taint} from '@kubernetes/client-node'
 import type {HostIdentity, HostReading} from './host.js'
 import {formatBytes, formatCpu} from '../quantity.js'
+import {EventReason} from '../kube/event-reasons.js'
 
 import {LastAppliedStatusAnnotation} from '../../common/labels.js'
-export {CordonedByAnnotation, LastAppliedStatusAnnotation, NodeMarkerLabel, PodPidsAnnotation} from '../../common/labels.js'
+export {CordonedByAnnotation, LastAppliedStatusAnnotation, NodeMarkerLabel} from '../../common/labels.js'
 export const DefaultTaint: V1Taint = {key: 'virtual-kubelet.io/provider', value: 'vnode', effect: 'NoSchedule'}
 export const DefaultMaxPods = 110
 
@@ -41,20 +42,20 @@ interface ConditionText {
 /** The kubelet's reasons, messages and events, per condition and status. */
 export const ConditionTexts: Record<ConditionType, {True: ConditionText; False: ConditionText}> = {
   MemoryPressure: {
-    False: {reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available', event: 'NodeHasSufficientMemory'},
-    True: {reason: 'KubeletHasInsufficientMemory', message: 'kubelet has insufficient memory available', event: 'NodeHasInsufficientMemory'},
+    False: {reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available', event: EventReason.NodeHasSufficientMemory},
+    True: {reason: 'KubeletHasInsufficientMemory', message: 'kubelet has insufficient memory available', event: EventReason.NodeHasInsufficientMemory},
   },
   DiskPressure: {
-    False: {reason: 'KubeletHasNoDiskPressure', message: 'kubelet has no disk pressure', event: 'NodeHasNoDiskPressure'},
-    True: {reason: 'KubeletHasDiskPressure', message: 'kubelet has disk pressure', event: 'NodeHasDiskPressure'},
+    False: {reason: 'KubeletHasNoDiskPressure', message: 'kubelet has no disk pressure', event: EventReason.NodeHasNoDiskPressure},
+    True: {reason: 'KubeletHasDiskPressure', message: 'kubelet has disk pressure', event: EventReason.NodeHasDiskPressure},
   },
   PIDPressure: {
-    False: {reason: 'KubeletHasSufficientPID', message: 'kubelet has sufficient PID available', event: 'NodeHasSufficientPID'},
-    True: {reason: 'KubeletHasInsufficientPID', message: 'kubelet has insufficient PID available', event: 'NodeHasInsufficientPID'},
+    False: {reason: 'KubeletHasSufficientPID', message: 'kubelet has sufficient PID available', event: EventReason.NodeHasSufficientPID},
+    True: {reason: 'KubeletHasInsufficientPID', message: 'kubelet has insufficient PID available', event: EventReason.NodeHasInsufficientPID},
   },
   Ready: {
-    True: {reason: 'KubeletReady', message: 'kubelet is posting ready status', event: 'NodeReady'},
-    False: {reason: 'KubeletNotReady', message: 'kubelet is not ready', event: 'NodeNotReady'},
+    True: {reason: 'KubeletReady', message: 'kubelet is posting ready status', event: EventReason.NodeReady},
+    False: {reason: 'KubeletNotReady', message: 'kubelet is not ready', event: EventReason.NodeNotReady},
   },
 }
 

@@ -1,4 +1,5 @@
 import {allContainers} from '../../common/pods.js'
+import {EventReason, outOfResourceReason} from '../kube/event-reasons.js'
 import {addRequests, podRequests, type Requests} from '../pod-requests.js'
 import type {V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1Taint, V1Toleration} from '@kubernetes/client-node'
 import {parseQuantity} from '../quantity.js'
@@ -22,9 +23,6 @@ export interface AdmissionNode {
   allowedNamespaces?: readonly string[]
 }
 
-/** The reason of a pod refused for its namespace (`up --allowed-namespaces`). */
-export const NamespaceNotAllowedReason = 'NamespaceNotAllowed'
-
 /**
  * Who may run pods here: a pod from a namespace the node was not started
  * for runs nothing. Static pods are the node's own files and always pass.
@@ -35,7 +33,7 @@ export function admitNamespace(pod: V1Pod, node: AdmissionNode): AdmitResult {
   if (!allowed || allowed.includes(ns) || isStaticPod(pod)) return {admit: true}
   return {
     admit: false,
-    reason: NamespaceNotAllowedReason,
+    reason: EventReason.NamespaceNotAllowed,
     message: `namespace "${ns}" may not run pods on node "${node.name}" (allowed: ${allowed.join(', ') || 'none'}; see kubectl vnode up --allowed-namespaces)`,
   }
 }
@@ -43,7 +41,7 @@ export function admitNamespace(pod: V1Pod, node: AdmissionNode): AdmitResult {
 export type AdmitResult = {admit: true} | {admit: false; reason: string; message: string}
 
 export const RejectedMessagePrefix = 'Pod was rejected: '
-export const NodeShutdownReason = 'NodeShutdown'
+export const NodeShutdownReason = EventReason.NodeShutdown
 export const NodeShutdownRejectMessage = 'Pod was rejected as the node is shutting down.'
 
 function capacityOf(node: AdmissionNode, resource: string): number | undefined {
@@ -56,7 +54,7 @@ function capacityOf(node: AdmissionNode, resource: string): number | undefined {
 function fitsResources(pod: V1Pod, node: AdmissionNode, others: V1Pod[]): AdmitResult {
   const pods = capacityOf(node, 'pods')
   if (pods !== undefined && others.length + 1 > pods) {
-    return {admit: false, reason: 'OutOfpods', message: `Node didn't have enough resource: pods, requested: 1, used: ${others.length}, capacity: ${pods}`}
+    return {admit: false, reason: outOfResourceReason('pods'), message: `Node didn't have enough resource: pods, requested: 1, used: ${others.length}, capacity: ${pods}`}
   }
   const want = podRequests(pod)
   const used: Requests = {}
@@ -76,7 +74,7 @@ function fitsResources(pod: V1Pod, node: AdmissionNode, others: V1Pod[]): AdmitR
     const capacity = capacityOf(node, name) ?? 0
     const u = used[name] ?? 0
     if (requested + u > capacity) {
-      return {admit: false, reason: `OutOf${name}`, message: `Node didn't have enough resource: ${name}, requested: ${requested}, used: ${u}, capacity: ${capacity}`}
+      return {admit: false, reason: outOfResourceReason(name), message: `Node didn't have enough resource: ${name}, requested: ${requested}, used: ${u}, capacity: ${capacity}`}
     }
   }
   return {admit: true}
@@ -163,13 +161,13 @@ export function admitPod(pod: V1Pod, node: AdmissionNode, admitted: V1Pod[]): Ad
   try {
     fit = fitsResources(pod, node, others)
   } catch (error) {
-    return {admit: false, reason: 'UnexpectedAdmissionError', message: `invalid resource quantity: ${(error as Error).message}`}
+    return {admit: false, reason: EventReason.UnexpectedAdmissionError, message: `invalid resource quantity: ${(error as Error).message}`}
   }
   if (!fit.admit) return fit
-  if (!matchesNodeAffinity(pod, node)) return predicate('NodeAffinity', "node(s) didn't match Pod's node affinity/selector")
-  if (pod.spec?.nodeName && pod.spec.nodeName !== node.name) return predicate('NodeName', "node(s) didn't match the requested node name")
-  if (portsConflict(pod, others)) return predicate('NodePorts', "node(s) didn't have free ports for the requested pod ports")
+  if (!matchesNodeAffinity(pod, node)) return predicate(EventReason.NodeAffinity, "node(s) didn't match Pod's node affinity/selector")
+  if (pod.spec?.nodeName && pod.spec.nodeName !== node.name) return predicate(EventReason.NodeName, "node(s) didn't match the requested node name")
+  if (portsConflict(pod, others)) return predicate(EventReason.NodePorts, "node(s) didn't have free ports for the requested pod ports")
   const untolerated = node.taints.filter((t) => t.effect === 'NoExecute' && !(pod.spec?.tolerations ?? []).some((tol) => tolerates(tol, t)))
-  if (untolerated.length) return predicate('TaintToleration', "node(s) had taints that the pod didn't tolerate")
+  if (untolerated.length) return predicate(EventReason.TaintToleration, "node(s) had taints that the pod didn't tolerate")
   return {admit: true}
 }

@@ -218,7 +218,6 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     return this.config.get(uid) ?? this.fileConfig?.get(uid)
   }
 
-  /** A static pod manifest was skipped: a Warning on the Node naming the file, and an error line. */
   /** virtual-kubelet's environment events, once the provider has the pod (its objects are then watched). */
   private async virtualKubeletEvents(pod: V1Pod, objects: ObjectLookup): Promise<void> {
     const events = await virtualKubeletEnvEvents(pod, objects).catch((error: Error) => {
@@ -228,6 +227,7 @@ export class PodController extends EventEmitter<PodControllerEvents> {
     for (const e of events) await this.opts.recorder.record(podRef(pod), e.type, e.reason, e.message)
   }
 
+  /** A static pod manifest was skipped: a Warning on the Node naming the file, and an error line. */
   private manifestProblem(p: ManifestProblem): void {
     const message = `static pod manifest ${p.file} skipped: ${p.message}`
     void this.opts.recorder.record(this.nodeRef, 'Warning', FailedValidationReason, message)

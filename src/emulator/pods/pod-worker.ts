@@ -1,5 +1,5 @@
 import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
-import {isTerminalPhase, podKeyOf} from '../../common/pods.js'
+import {allContainerStatuses, isTerminalPhase, podKeyOf} from '../../common/pods.js'
 import {EventReason} from '../kube/event-reasons.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {Backoff} from '../kube/backoff.js'
@@ -21,8 +21,7 @@ import {
 export * from './pod-update.js'
 
 function hadRunningContainers(pod: V1Pod): boolean {
-  const s = pod.status
-  return [...(s?.containerStatuses ?? []), ...(s?.initContainerStatuses ?? [])].some((c) => !!c.state?.running)
+  return allContainerStatuses(pod).some((c) => !!c.state?.running)
 }
 
 function errorText(error: unknown): string {

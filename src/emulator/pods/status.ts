@@ -60,7 +60,6 @@ export interface StatusInput {
 }
 
 export {isTerminalPhase}
-export type {PodPhase}
 
 /** RFC 3339 second precision, as the kubelet writes times. */
 export function toSeconds(d: Date): Date {

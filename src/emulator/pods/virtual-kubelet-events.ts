@@ -1,4 +1,5 @@
-import type {V1ConfigMap, V1Container, V1EnvFromSource, V1EnvVar, V1Pod, V1Secret} from '@kubernetes/client-node'
+import {allContainers} from '../../common/pods.js'
+import type {V1ConfigMap, V1EnvFromSource, V1EnvVar, V1Pod, V1Secret} from '@kubernetes/client-node'
 import {VirtualKubeletEventReason as R} from '../kube/event-reasons.js'
 import type {ObjectKind, ObjectLookup} from '../kube/object-manager.js'
 
@@ -94,9 +95,8 @@ async function envEvents(objects: ObjectLookup, namespace: string, env: V1EnvVar
 export async function virtualKubeletEnvEvents(pod: V1Pod, objects: ObjectLookup): Promise<VirtualKubeletEvent[]> {
   const namespace = pod.metadata?.namespace ?? 'default'
   const out: VirtualKubeletEvent[] = []
-  const containers: V1Container[] = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
   try {
-    for (const c of containers) {
+    for (const c of allContainers(pod)) {
       for (const source of c.envFrom ?? []) await envFromEvents(objects, namespace, source, out)
       for (const env of c.env ?? []) await envEvents(objects, namespace, env, out)
     }

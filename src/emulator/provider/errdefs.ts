@@ -19,7 +19,6 @@ export class ClassifiedError extends Error {
 
 export const notFound = (message: string, cause?: unknown) => new ClassifiedError('NotFound', message, {cause})
 export const invalidInput = (message: string, cause?: unknown) => new ClassifiedError('InvalidInput', message, {cause})
-export const conflict = (message: string, cause?: unknown) => new ClassifiedError('Conflict', message, {cause})
 export const unavailable = (message: string, cause?: unknown) => new ClassifiedError('Unavailable', message, {cause})
 
 export function kindOf(error: unknown): ErrorKind | undefined {
@@ -31,7 +30,6 @@ export function kindOf(error: unknown): ErrorKind | undefined {
 
 export const isNotFound = (e: unknown) => kindOf(e) === 'NotFound'
 export const isInvalidInput = (e: unknown) => kindOf(e) === 'InvalidInput'
-export const isConflict = (e: unknown) => kindOf(e) === 'Conflict'
 
 /** HTTP status for the kubelet API: NotFound 404, InvalidInput 400, Conflict 409, Unavailable 503, else 500. */
 export function httpStatusOf(error: unknown): number {

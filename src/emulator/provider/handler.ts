@@ -6,6 +6,9 @@ import type {PodUsage} from './usage.js'
 import type {SandboxPoolFigures} from './pool.js'
 import type {PodLookup} from './logs.js'
 
+/** The reported condition reason by which a provider holds back the pod's sandbox (see PodLifecycleHandler). */
+export const SandboxWaitingReason = 'WaitingForVolumes'
+
 /**
  * What the pod core asks of whatever runs pods. Every pod handed over is a
  * deep copy: a provider may keep and mutate it; the watch cache never sees it.
@@ -21,9 +24,6 @@ import type {PodLookup} from './logs.js'
  * condition False with reason SandboxWaitingReason: PodReadyToStartContainers
  * stays False and the pod gets no IP until it stops saying so.
  */
-/** The reported condition reason by which a provider holds back the pod's sandbox (see PodLifecycleHandler). */
-export const SandboxWaitingReason = 'WaitingForVolumes'
-
 export interface PodLifecycleHandler {
   /** Start running the pod. Returns once started (not once ready). */
   createPod(pod: V1Pod): Promise<void>

@@ -5,10 +5,9 @@
  * same detection. The provider itself is built through the other door,
  * process-provider.ts.
  */
-export {detectRootLayer, detectSandbox, type SandboxSupport} from './sandbox/detect.js'
-export type {SandboxMode, SandboxRequest} from './sandbox/spec.js'
-export {detectCgroups, type CgroupRequest, type CgroupSupport} from './cgroups/detect.js'
-export {clusterDnsFor, clusterDnsProblem, detectPodNetwork, isLoopbackServer, podNetworkFor, podNetworkSummary} from './network/node-network.js'
+export {detectRootLayer, detectSandbox} from './sandbox/detect.js'
+export {detectCgroups} from './cgroups/detect.js'
+export {clusterDnsFor, detectPodNetwork, isLoopbackServer, podNetworkFor, podNetworkSummary} from './network/node-network.js'
 export {DefaultCniPath, RequiredPlugins} from './network/detect.js'
 export {ImageMap} from './images/image-map.js'
 export {defaultImageMap} from './images/default-images.js'

@@ -241,8 +241,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     })
   }
 
-  /** How many pods the runtime holds (a pod is forgotten by cleanupPod): tests check it returns to zero. */
-  /** Per-pod state held: the pods' runtimes and earlier instances' layers still being removed. */
+  /** Per-pod state held: the pods' runtimes (a pod is forgotten by cleanupPod) and earlier instances' layers still being removed; tests check it returns to zero. */
   get size(): number {
     return this.pods.size + retiringLayers()
   }

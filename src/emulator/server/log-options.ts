@@ -5,7 +5,7 @@
 
 import type {LogOptions, LogStreamSelection} from '../provider/logs.js'
 
-export type {LogOptions, LogStreamSelection} from '../provider/logs.js'
+export type {LogOptions} from '../provider/logs.js'
 
 export class LogOptionsError extends Error {}
 

@@ -16,7 +16,7 @@ export type PodLister = () => V1Pod[]
 /** Whether any process of the pod is alive (the kubelet's runtime cache view, for /runningpods/). */
 export type RunningCheck = (pod: V1Pod) => boolean
 
-export type {ContainerUsage, PodUsage} from '../provider/usage.js'
+export type {PodUsage} from '../provider/usage.js'
 
 /** Per pod and container resource usage, measured by the process runtime. */
 export type UsageSource = () => PodUsage[]

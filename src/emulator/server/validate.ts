@@ -4,9 +4,9 @@
  * no '/', no leading '.', and so no traversal.
  */
 
-import {isDnsLabel, isDnsSubdomain, isUid} from '../../common/names.js'
+import {isDnsLabel, isDnsSubdomain} from '../../common/names.js'
 
-export {isDnsLabel, isDnsSubdomain, isUid}
+export {isDnsSubdomain}
 
 /** Why a name is unacceptable, or undefined when it is fine. */
 export function nameProblem(what: 'namespace' | 'pod' | 'container', value: string): string | undefined {

@@ -8,8 +8,6 @@ import {enableControllers, RequiredV2Controllers} from './v2.js'
 export type CgroupMode = 'v1' | 'v2' | 'none'
 export type CgroupRequest = 'auto' | CgroupMode
 
-export {CgroupsLabel} from '../../../common/labels.js'
-
 /** What the host allows, found by trying: where vnode's own cgroups are, per hierarchy. */
 export interface CgroupSupport {
   mode: CgroupMode

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
-import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, readPids, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
 import {NoLimit, type ResourceConfig} from './resources.js'
 
 /** The v1 controllers a pod cgroup needs, and those used when present. */
@@ -146,5 +146,3 @@ function setMemoryLimit(dir: string, limit: number): void {
     writeCg(dir, 'memory.limit_in_bytes', limit)
   }
 }
-
-export {readPids}

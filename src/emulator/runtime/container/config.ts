@@ -57,6 +57,8 @@ export interface ContainerConfigInput {
   podFiles: {hosts: string; resolvConf: string; hostname: string}
   /** The pod's network namespace, when it has one. */
   netns?: string
+  /** The pod's address in that namespace: what status.podIP gives its env. */
+  podIP?: string
   /** shareProcessNamespace: the PID 1 of the pod's shared namespace, started on first use. */
   sharedPid: () => Promise<number>
   /** A container event (Normal Pulled, Warning ErrImageNeverPull). */
@@ -103,6 +105,7 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
     runtime: runtimeVars,
     image: program.program.env,
     path: input.path,
+    podIP: input.podIP,
   })
   for (const e of envResult.events) input.podEvent(e.type, e.reason, e.message)
   if (!envResult.ok) return {ok: false, reason: 'CreateContainerConfigError', message: envResult.message}

@@ -59,6 +59,7 @@ async function configure(host: ContainerHost, c: ContainerState): Promise<Contai
     volumes: sandbox.volumes!,
     podFiles: sandbox.podFiles(),
     netns: sandbox.net.netns,
+    podIP: sandbox.net.attachment?.ip,
     sharedPid: async () => (await sandbox.sharedPidNamespace()).pid,
     event: (type, reason, message) => host.event(c, type, reason, message),
     podEvent: (type, reason, message) => host.podEvent(type, reason, message),
@@ -106,6 +107,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
       sandbox: config.view,
+      clock: host.clock,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed; a bare process places itself.
       cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,
       beforeExec:

@@ -8,8 +8,6 @@ import {parseQuantity} from '../../quantity.js'
 import {expand, mappingFor} from './expansion.js'
 import {MissingReference, referencedData, referencedKey, type SourceRef} from './references.js'
 
-export {configMapData, secretData} from './references.js'
-
 /**
  * The PATH a container gets when neither `up`'s environment (EnvInput.path),
  * its image map entry nor its spec sets one: the container runtimes'
@@ -55,6 +53,8 @@ export interface EnvInput {
   image?: Record<string, string>
   /** The default PATH: the one `up` was started with (the user's toolchain); DefaultContainerPath when unset. */
   path?: string
+  /** The pod's own address on the pod network; undefined on the host network, where the pod's IP is the node's. */
+  podIP?: string
 }
 
 /** A reference of this container, resolved by the one set of rules (references.ts). */
@@ -87,7 +87,7 @@ export async function buildContainerEnv(input: EnvInput): Promise<EnvResult> {
       if (v.value !== undefined && v.value !== '') {
         tmp.set(v.name, expand(v.value, mapping))
       } else if (v.valueFrom) {
-        const value = await valueFrom(v.name, v.valueFrom, pod, container, input.node, cache, namespace)
+        const value = await valueFrom(v.name, v.valueFrom, pod, container, input.node, cache, namespace, input.podIP)
         if (value !== undefined) tmp.set(v.name, value)
       } else {
         tmp.set(v.name, '')
@@ -141,6 +141,7 @@ async function valueFrom(
   node: NodeFacts,
   cache: ObjectLookup,
   namespace: string,
+  podIP: string | undefined,
 ): Promise<string | undefined> {
   const keyRef = from.configMapKeyRef
     ? sourceRef('ConfigMap', namespace, from.configMapKeyRef.name, from.configMapKeyRef.optional)
@@ -153,7 +154,7 @@ async function valueFrom(
     return referencedKey(data, keyRef, (from.configMapKeyRef ?? from.secretKeyRef)!.key, 'env')
   }
   if (from.fieldRef) {
-    const value = podFieldValue(pod, from.fieldRef.fieldPath, node)
+    const value = podFieldValue(pod, from.fieldRef.fieldPath, node, podIP)
     if (value === undefined) throw new MissingReference(`unsupported fieldPath "${from.fieldRef.fieldPath}" for env var ${varName}`)
     return value
   }
@@ -172,8 +173,12 @@ function findContainer(pod: V1Pod, name: string): V1Container | undefined {
   return allContainers(pod).find((c) => c.name === name)
 }
 
-/** Every pod is host-network on a process node: its IP is the node's. */
-export function podFieldValue(pod: V1Pod, fieldPath: string, node: NodeFacts): string | undefined {
+/**
+ * The downward API's value of a field (the kubelet's podFieldSelectorRuntimeValue):
+ * status.podIP(s) are the pod's own address on the pod network, the node's
+ * for a pod on the host network (podIP undefined).
+ */
+export function podFieldValue(pod: V1Pod, fieldPath: string, node: NodeFacts, podIP?: string): string | undefined {
   const m = /^metadata\.(labels|annotations)\['(.+)'\]$/.exec(fieldPath)
   if (m) return (m[1] === 'labels' ? pod.metadata?.labels : pod.metadata?.annotations)?.[m[2]] ?? ''
   switch (fieldPath) {
@@ -193,9 +198,10 @@ export function podFieldValue(pod: V1Pod, fieldPath: string, node: NodeFacts): s
       return pod.spec?.serviceAccountName ?? ''
     case 'status.hostIP':
     case 'status.hostIPs':
+      return node.nodeIP
     case 'status.podIP':
     case 'status.podIPs':
-      return node.nodeIP
+      return podIP ?? node.nodeIP
     default:
       return undefined
   }

@@ -33,7 +33,6 @@ export async function podNetworkFor(ctx: NodeNetworkContext, requested: PodNetwo
 }
 
 export {detectPodNetwork, isLoopbackServer, podNetworkSummary} from './detect.js'
-export {DefaultPoolCap, DefaultPoolFloor} from './pool-sizing.js'
 
 /** The CA of the kubeconfig's cluster, as PEM: what names the cluster on its device. */
 function clusterCa(kc: KubeConfig | undefined): string | undefined {

@@ -52,7 +52,7 @@ export class PodSync {
     const p = this.p
     if (p.end.finished) return
     const actions = computePodActions(p.pod, this.observed(), p.clock.now())
-    if (actions.deadlineExceeded) return this.fail(DeadlineExceededReason, DeadlineExceededMessage, 'Normal', DeadlineExceededReason, p.podGraceMs() / 1000)
+    if (actions.deadlineExceeded) return this.fail(DeadlineExceededReason, DeadlineExceededMessage, 'Normal', EventReason.DeadlineExceeded, p.podGraceMs() / 1000)
     if (Number.isFinite(actions.activeDeadlineAt)) p.wake(actions.activeDeadlineAt)
     if (!(await this.ensureSandbox())) return
     if (await this.checkLocalStorage()) return

@@ -1,4 +1,5 @@
 import {execa} from 'execa'
+import {RealClock, type Clock} from '../../../common/clock.js'
 import {closeSync} from 'node:fs'
 import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
@@ -56,6 +57,7 @@ export class ContainerProcess {
     readonly sandboxed?: SandboxedProcess,
     /** The process group of the instance: bwrap's in a sandbox (its PID 1 is a member), else the main process's own. */
     private readonly groupId?: number,
+    private readonly clock: Clock = RealClock,
   ) {
     void rawExit.then(() => {
       this.mainExited = true
@@ -67,7 +69,8 @@ export class ContainerProcess {
     this.exited = rawExit.then(
       ({code, signal, unknown}) =>
         new Promise<ExitInfo>((resolve) => {
-          const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt: new Date(), ...(unknown ? {unknown} : {})}
+          const finishedAt = new Date(this.clock.now())
+          const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt, ...(unknown ? {unknown} : {})}
           this.signal('SIGKILL')
           stdinPipe?.destroy()
           const timer = setTimeout(() => {
@@ -153,7 +156,7 @@ export class ContainerProcess {
       abandon()
       throw new StartError(`failed to start container process: ${(error as Error).message}`)
     }
-    return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined)
+    return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined, undefined, undefined, spec.clock)
   }
 
   /** A `tty: true` instance (container-tty.ts): one output, the terminal's, logged as stdout. */
@@ -166,7 +169,7 @@ export class ContainerProcess {
       const relative = file.includes('/') && !isAbsolute(file) && /no such file/.test(e.message)
       throw new StartError(relative ? startErrorMessage(file, Object.assign(new Error(e.message), {code: 'ENOENT'}), spec.cwd) : `failed to start container process: ${e.message}`)
     }
-    const startedAt = new Date()
+    const startedAt = new Date((spec.clock ?? RealClock).now())
     let term: ContainerTerminal
     try {
       term = await spawnOnTerminal(path, args, {TERM: 'xterm', ...spec.env}, spec.cwd)
@@ -192,6 +195,9 @@ export class ContainerProcess {
       spec.cwd,
       outputPipes(spec.pipes),
       spec.stdin ? term.input : undefined,
+      undefined,
+      undefined,
+      spec.clock,
     )
     proc.terminal = term
     return proc
@@ -200,7 +206,7 @@ export class ContainerProcess {
   /** A `tty: true` instance in a pod sandbox: bwrap's PID 1 on the slave side of a terminal vnode opened. */
   private static async startSandboxedOnTerminal(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
     const term = await openTerminal()
-    const startedAt = new Date()
+    const startedAt = new Date((spec.clock ?? RealClock).now())
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
     try {
       started = await spawnSandboxed({
@@ -238,6 +244,7 @@ export class ContainerProcess {
       spec.stdin ? term.input : undefined,
       sandboxedProcess(sandbox),
       monitor.pid,
+      spec.clock,
     )
     proc.terminal = term
     return proc
@@ -268,7 +275,7 @@ export class ContainerProcess {
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
     const rawExit = monitorExit(monitor)
-    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid)
+    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid, spec.clock)
   }
 
   /**

@@ -2,6 +2,7 @@ import {constants as fsConstants, openSync, rmSync} from 'node:fs'
 import {Socket} from 'node:net'
 import {Readable} from 'node:stream'
 import {fifos} from './fifo.js'
+import {RealClock, type Clock} from '../../../common/clock.js'
 import {ContainerLogWriter, type LogRotation} from '../logs/writer.js'
 
 /**
@@ -25,6 +26,7 @@ export interface InstanceIOSpec {
   /** Path prefix of the instance's output pipes (outputPipes). */
   pipes: string
   rotation?: LogRotation
+  clock?: Clock
 }
 
 /**
@@ -45,7 +47,7 @@ export async function openInstanceIO(spec: InstanceIOSpec) {
     readers.stderr.destroy()
     removePipes(pipes)
   }
-  return {pipes, readers, out, err, log, startedAt: new Date(), abandon}
+  return {pipes, readers, out, err, log, startedAt: new Date((spec.clock ?? RealClock).now()), abandon}
 }
 
 async function makePipes(pipes: OutputPipes): Promise<void> {

@@ -1,3 +1,4 @@
+import type {Clock} from '../../../common/clock.js'
 import type {LogRotation} from '../logs/writer.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import type {OutputPipes} from './instance-io.js'
@@ -24,6 +25,8 @@ export interface SpawnSpec {
    * its first page, as a container's process is created in its cgroup.
    */
   cgroupProcs?: string[]
+  /** The runtime's clock, for the instance's start and finish times; the real one by default. */
+  clock?: Clock
 }
 
 export type OutputStream = 'stdout' | 'stderr'

@@ -1,7 +1,7 @@
 import type {ContainerUsage} from '../../provider/usage.js'
 import {ClockTicksPerSecond, groupMembers, PageSize, type ProcStat, readStat} from './proc.js'
 
-export type {ContainerUsage, PodUsage} from '../../provider/usage.js'
+export type {PodUsage} from '../../provider/usage.js'
 
 /** A container's usage from /proc: the sum over its process group's members (groupMembers, or one processGroups pass for many). */
 export function processGroupUsage(name: string, pgid: number, startTime?: Date, members: ProcStat[] = groupMembers(pgid)): ContainerUsage {

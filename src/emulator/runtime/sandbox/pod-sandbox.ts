@@ -13,7 +13,8 @@ import {PodNetworkAttachment} from '../network/pod-attachment.js'
 import type {PodNetwork} from '../network/pod-network.js'
 import type {TokenSource} from '../volumes/tokens.js'
 import {VolumeRefresher, type VolumeRefreshOptions} from '../volumes/refresh.js'
-import {materialiseVolumes, removeRealLinks, removeTree, volumesDir, type MaterialisedVolume, type RealLink} from '../volumes/volumes.js'
+import {removeTree} from '../../../common/remove-tree.js'
+import {materialiseVolumes, removeRealLinks, volumesDir, type MaterialisedVolume, type RealLink} from '../volumes/volumes.js'
 import {containerHostname, hostsFile, resolvConf, type PodDNS} from './pod-files.js'
 import {holderAlive, startPidNamespaceHolder, stopPidNamespaceHolder, type PidNamespaceHolder} from './pod-pid-namespace.js'
 import {retiredLayersRemoved} from './root-layer.js'
@@ -93,6 +94,7 @@ export class PodSandbox {
         volumes: this.volumeDeps(),
         objects: deps.ctx.objects,
         failed: (message) => void deps.ctx.recorder.record(podRef(deps.pod()), 'Warning', EventReason.FailedMountVolume, message),
+        clock: deps.clock,
       },
       deps.volumeRefresh,
     )

@@ -29,7 +29,6 @@ import {isWithin} from '../../../common/paths.js'
 /** Top-level directories never overlaid: the sandbox makes its own. */
 export const OwnTopLevel = new Set(['proc', 'dev', 'sys'])
 
-export const MountProgram = 'mount'
 export const UnshareProgram = 'unshare'
 export const SetprivProgram = 'setpriv'
 export const ShellProgram = 'sh'

@@ -68,7 +68,7 @@ function kindOf(p: string): 'file' | 'dir' | undefined {
 /**
  * setpriv's argv for an identity: run before the container's program,
  * inside the sandbox (after bwrap's own setup, which needs root's
- * capabilities), or as the program of a bare process as root.
+ * capabilities), and after nsenter for each command entering it (exec, probes, hooks).
  */
 export function identityArgv(id: ContainerSecurity): string[] {
   const caps = id.capabilities.map((c) => `+${c.replace(/^CAP_/, '').toLowerCase()}`)

@@ -56,8 +56,6 @@ export interface SandboxWalls {
 export type SandboxMode = 'namespaces' | 'none'
 export type SandboxRequest = SandboxMode | 'auto'
 
-export {SandboxLabel} from '../../../common/labels.js'
-
 /** Directories a container always gets fresh, never the host's. */
 export const PrivateDirs = ['/proc', '/dev'] as const
 

@@ -1,3 +1,4 @@
+import type {Clock} from '../../../common/clock.js'
 import {SerialRunner} from '../../../common/serial-runner.js'
 import {WakeTimer} from '../../../common/wake-timer.js'
 import type {V1Pod} from '@kubernetes/client-node'
@@ -27,6 +28,8 @@ export interface VolumeRefreshDeps {
   objects: ReferencedObjects
   /** A volume could not be set up again: its last content stays (FailedMount). */
   failed(message: string): void
+  /** The runtime's clock: the resync and the change delay run on it. */
+  clock: Clock
 }
 
 /**
@@ -39,17 +42,19 @@ export interface VolumeRefreshDeps {
 export class VolumeRefresher {
   private enabled = false
   private released = false
-  private readonly timer = new WakeTimer(() => void this.refresher.run())
+  private readonly timer: WakeTimer
   /** One refresh at a time; a request during one runs once more after it. */
   private readonly refresher = new SerialRunner(() => this.refreshOnce(), {
     active: () => !this.released,
-    idle: () => this.schedule(Date.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs)),
+    idle: () => this.schedule(this.deps.clock.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs)),
   })
 
   constructor(
     private readonly deps: VolumeRefreshDeps,
     private readonly opts: VolumeRefreshOptions = {},
-  ) {}
+  ) {
+    this.timer = new WakeTimer(() => void this.refresher.run(), {clock: deps.clock})
+  }
 
   private get refreshable(): boolean {
     return (this.deps.pod().spec?.volumes ?? []).some(isRefreshable)
@@ -65,7 +70,7 @@ export class VolumeRefresher {
   enable(): void {
     if (this.released || this.enabled) return
     this.enabled = true
-    this.schedule(Date.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs))
+    this.schedule(this.deps.clock.now() + (this.opts.resyncMs ?? DefaultVolumeResyncMs))
   }
 
   /** The pod's labels or annotations may have changed (the downward API). */
@@ -74,7 +79,7 @@ export class VolumeRefresher {
   }
 
   private soon(): void {
-    this.schedule(Date.now() + (this.opts.changeDelayMs ?? DefaultVolumeChangeDelayMs))
+    this.schedule(this.deps.clock.now() + (this.opts.changeDelayMs ?? DefaultVolumeChangeDelayMs))
   }
 
   private schedule(at: number): void {

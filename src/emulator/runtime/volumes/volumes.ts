@@ -39,8 +39,6 @@ import {claimVolume} from './persistent-volumes.js'
  */
 export const VolumeRootEnv = 'VNODE_VOLUME_ROOT'
 
-export {DefaultTokenExpirationSeconds} from './tokens.js'
-
 export interface VolumeDeps {
   node: NodeFacts
   /** The ConfigMaps and Secrets the pod references, from the node's watches. */
@@ -374,9 +372,6 @@ export async function removeRealLinks(links: RealLink[]): Promise<void> {
     if (target === l.target) await rm(l.path, {force: true})
   }
 }
-
-/** Re-exported for the pod's own cleanup (pod-runtime.ts); defined in common/remove-tree.ts. */
-export {removeTree}
 
 function allMounts(pod: V1Pod) {
   return allContainers(pod).flatMap((c) => c.volumeMounts ?? [])
