@@ -15,6 +15,11 @@ function files(paths: string[]): string {
   return paths.length > NamedFiles ? `${named} and ${paths.length - NamedFiles} more` : named
 }
 
+/** An argv as one could type it again: arguments with spaces or quotes single-quoted. */
+export function argvText(argv: string[]): string {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replaceAll("'", `'\\''`)}'`)).join(' ')
+}
+
 function exitText(e: InstanceExit): string {
   const how = e.signal ? `signal ${e.signal}` : `code ${e.exitCode}`
   return `exited with ${how}${e.reason ? ` (${e.reason})` : ''}`
@@ -49,11 +54,11 @@ export function devLine(p: DevProgress, color: boolean): DevLine | undefined {
       return {stream: 'err', text: [scaled, ...autoscalers].map((t) => say(t).text).join('\n')}
     }
     case 'created':
-      return say(`pod/${p.pod} created on node ${p.node}: container ${p.container} runs ${p.command.join(' ')}`)
+      return say(`pod/${p.pod} created on node ${p.node}: container ${p.container} runs ${argvText(p.command)}`)
     case 'forwarding':
       return say(`forwarding 127.0.0.1:${p.local} -> pod port ${p.pod}`)
     case 'watching':
-      return say(`watching ${p.roots.join(', ')} (${p.directories} directories) for changes`)
+      return say(`watching ${p.roots.join(', ')} (${p.directories} ${p.directories === 1 ? 'directory' : 'directories'}) for changes`)
     case 'started':
       return say(paint(color, 'green', `container ${p.container} started${p.restartCount > 0 ? ` (restart ${p.restartCount})` : ''}`))
     case 'waiting':
