@@ -138,7 +138,7 @@ describeE2e('kubectl vnode dev', () => {
     if (dir) rmSync(dir, {recursive: true, force: true})
   })
 
-  test('dev deploy/web -- python3 server.py: a pod of the template on the node, the Service selects it, a save restarts it through the node, --port reaches it, Ctrl-C deletes it', async () => {
+  test('dev deploy/web -- python3 server.py: a pod of the template on the node, the Service selects it, a save restarts it through the node, --port reaches it; the terminal closing deletes it', async () => {
     const local = await freePort('127.0.0.1')
     const d = dev(['deploy/web', '--node', node, '--port', `${local}:${port}`, '--', 'python3', 'server.py'])
     await d.said('serving v1 on')
@@ -179,17 +179,21 @@ describeE2e('kubectl vnode dev', () => {
     const events = await c.core.listNamespacedEvent({namespace: ns, fieldSelector: `involvedObject.name=${pod.metadata!.name}`})
     expect(events.items.map((e) => `${e.reason}: ${e.message}`)).toContain('Killing: Container app restart requested (vnode.dev/restart=app:1), will be restarted')
 
-    d.child.kill('SIGINT')
+    d.child.kill('SIGHUP')
     expect(await d.exitCode()).toBe(0)
-    expect(d.err).toContain('interrupted: stopping')
+    expect(d.err).toContain('the terminal closed: stopping')
     expect(d.err).toContain(`pod/${pod.metadata!.name} deleted`)
     expect(await devPods()).toEqual([])
     expect(readFileSync(join(dir, 'server.py'), 'utf8')).toContain('v2')
   })
 
-  test('--replace scales the Deployment to 0 (saving its replicas on it) and Ctrl-C scales it back', async () => {
+  test('--replace scales the Deployment to 0 (saving its replicas on it), names its autoscaler, and Ctrl-C scales it back', async () => {
+    const autoscaling = c.kc.makeApiClient(c.lib.AutoscalingV2Api)
+    const hpa = {metadata: {name: 'web'}, spec: {scaleTargetRef: {apiVersion: 'apps/v1', kind: 'Deployment', name: 'web'}, minReplicas: 1, maxReplicas: 2}}
+    await autoscaling.createNamespacedHorizontalPodAutoscaler({namespace: ns, body: hpa})
     const d = dev(['deploy/web', '--replace', '--no-watch', '--', 'python3', 'server.py'])
     await d.said('deployment/web scaled to 0 (was 1;')
+    await d.said('horizontalpodautoscaler/web targets deployment/web: it pauses at 0 replicas')
     const saved = await deployment()
     expect(saved.spec!.replicas).toBe(0)
     expect(JSON.parse(saved.metadata!.annotations![DevReplacedAnnotation])).toMatchObject({replicas: 1})
@@ -200,21 +204,33 @@ describeE2e('kubectl vnode dev', () => {
     const restored = await deployment()
     expect(restored.spec!.replicas).toBe(1)
     expect(restored.metadata!.annotations?.[DevReplacedAnnotation]).toBeUndefined()
+    await autoscaling.deleteNamespacedHorizontalPodAutoscaler({name: 'web', namespace: ns})
   })
 
-  test('kill -9 of dev --replace leaves the Deployment at 0; dev --restore deletes the dev pod and restores the replicas', async () => {
-    const d = dev(['deploy/web', '--replace', '--no-watch', '--', 'python3', 'server.py'])
-    await d.said('serving v2 on')
-    const pod = await devPod()
-    d.child.kill('SIGKILL')
-    await d.exitCode()
+  test('kill -9 of dev --replace leaves the Deployment at 0; another --replace keeps the saved scale; dev --restore deletes the dev pods and restores it', async () => {
+    const first = dev(['deploy/web', '--replace', '--no-watch', '--', 'python3', 'server.py'])
+    await first.said('serving v2 on')
+    const firstPod = await devPod()
+    first.child.kill('SIGKILL')
+    await first.exitCode()
     expect((await deployment()).spec!.replicas).toBe(0)
+    // Its pod still runs and holds the port: the second one runs without binding it.
+    const second = dev(['deploy/web', '--replace', '--no-watch', '--', 'python3', '-c', 'import time; print("second", flush=True); time.sleep(3600)'])
+    await second.said('deployment/web stays at 0: an earlier dev saved its 1 replicas')
+    await second.said('second')
+    const secondPod = (await devPods()).find((p) => p.metadata!.name !== firstPod.metadata!.name)!
+    second.child.kill('SIGKILL')
+    await second.exitCode()
+    expect(JSON.parse((await deployment()).metadata!.annotations![DevReplacedAnnotation])).toMatchObject({replicas: 1})
     const r = await vnode(['dev', '-n', ns, '--restore', 'deploy/web'])
-    expect(r.stderr).toContain(`deleted leftover dev pods: ${pod.metadata!.name}`)
+    expect(r.stderr).toContain('deleted leftover dev pods: ')
+    expect(r.stderr).toContain(firstPod.metadata!.name)
+    expect(r.stderr).toContain(secondPod.metadata!.name)
     expect(r.stderr).toContain('deployment/web scaled back to 1')
     expect(r.exitCode).toBe(0)
     expect((await deployment()).spec!.replicas).toBe(1)
-    await podGone(pod.metadata!.name!)
+    await podGone(firstPod.metadata!.name!)
+    await podGone(secondPod.metadata!.name!)
     const again = await vnode(['dev', '-n', ns, '--restore', 'deploy/web'])
     expect(again.exitCode).toBe(0)
     expect(again.stderr).toContain('deployment/web has no saved scale: nothing to restore')
