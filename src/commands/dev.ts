@@ -68,7 +68,9 @@ export default class Dev extends Command {
     const stop = new AbortController()
     const handlers = StopSignals.map(([signal, why]) => {
       const handler = () => {
-        if (!stop.signal.aborted) emit({kind: 'stopping', why})
+        // A second Ctrl-C does not skip the clean-up: leaving the workload at zero is worse than waiting for it.
+        if (stop.signal.aborted) return emit({kind: 'warning', message: 'already stopping: the pod is being deleted and the workload restored'})
+        emit({kind: 'stopping', why})
         stop.abort()
       }
       process.on(signal, handler)

@@ -29,6 +29,8 @@ export type DevProgress =
   | {kind: 'restart-requested'; paths: string[]; generation: number}
   /** The container was restarted; why: the files that changed, or how the instance before ended. */
   | {kind: 'restarted'; container: string; restartCount: number; files?: string[]; exit?: InstanceExit}
+  /** A Warning event of the pod (a port in use, a volume that cannot be mounted, limits not enforced). */
+  | {kind: 'event'; reason: string; message: string}
   /** It ended for good (a Job's, or restartPolicy Never): dev exits with its code. */
   | {kind: 'exited'; container: string; exit: InstanceExit}
   /** The node refused or failed the pod before its container ran (an admission rule, a namespace it does not accept). */

@@ -67,6 +67,8 @@ export function devLine(p: DevProgress, color: boolean): DevLine | undefined {
       return say(`${files(p.paths)} changed: restarting`)
     case 'restarted':
       return say(paint(color, 'yellow', `container ${p.container} restarted (restart ${p.restartCount}): ${p.files ? `${files(p.files)} changed` : p.exit ? exitText(p.exit) : 'by the node'}`))
+    case 'event':
+      return say(paint(color, 'yellow', `Warning ${p.reason}: ${p.message}`))
     case 'exited':
       return say(paint(color, p.exit.exitCode === 0 ? 'green' : 'yellow', `container ${p.container} ${exitText(p.exit)}`))
     case 'failed':

@@ -274,4 +274,14 @@ describeE2e('kubectl vnode dev', () => {
     expect(d.spec!.replicas).toBe(1)
     expect(d.metadata!.annotations?.[DevReplacedAnnotation]).toBeUndefined()
   })
+
+  test("a node that does not accept the namespace: the node's reason, exit 1, and the dev pod deleted", async () => {
+    const strict = uniqueName('strict')
+    await startVnode(strict, ['--allowed-namespaces', 'kube-public']).ready()
+    const d = dev(['deploy/web', '--node', strict, '--no-watch', '--', 'python3', 'server.py'])
+    expect(await d.exitCode()).toBe(1)
+    expect(d.err).toMatch(/error: the pod failed before its container ran: NamespaceNotAllowed: .*namespace "[^"]+" may not run pods on node/)
+    expect(d.err).toMatch(/pod\/web-dev-[0-9a-f]{5} deleted/)
+    expect(await devPods()).toEqual([])
+  })
 })

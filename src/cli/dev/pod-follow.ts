@@ -1,4 +1,4 @@
-import type {V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
+import type {CoreV1Event, V1ContainerStatus, V1Pod} from '@kubernetes/client-node'
 import {isTerminalPhase} from '../../common/pods.js'
 import {ListFirst, runWatchLoop} from '../../emulator/kube/watch-loop.js'
 import type {DevProgress, InstanceExit} from '../../kubectl/dev-report.js'
@@ -14,6 +14,9 @@ export interface SeenContainer {
   restartCount: number
   waiting?: string
 }
+
+/** Warning events a line of dev already covers: CrashLoopBackOff is shown as the container's waiting reason. */
+const CoveredWarnings = new Set(['BackOff'])
 
 /** A log stream that ended while its instance still runs (a dropped connection) is opened again after this. */
 export const LogReconnectDelayMs = 1_000
@@ -90,6 +93,27 @@ export class DevPodFollower {
     }
     const onEvent = (type: string, obj: unknown) => (type === 'DELETED' ? this.finish({kind: 'gone'}) : this.onPod(obj as V1Pod))
     void runWatchLoop({kc: this.session.kc, path, query: {fieldSelector}, from: ListFirst, list, onEvent}, this.stop.signal)
+    this.watchWarnings()
+  }
+
+  /** The pod's Warning events, each once (a repeat of the same event counts up instead). */
+  private watchWarnings(): void {
+    const path = `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/events`
+    const fieldSelector = `involvedObject.name=${this.pod},type=Warning`
+    const seen = new Set<string>()
+    const onEvent = (e: CoreV1Event) => {
+      const key = `${e.metadata?.uid}/${e.count ?? 1}`
+      if (seen.has(key) || !e.reason || CoveredWarnings.has(e.reason)) return
+      seen.add(key)
+      this.emit({kind: 'event', reason: e.reason, message: e.message ?? ''})
+    }
+    const list = async () => {
+      const l = await this.session.core.listNamespacedEvent({namespace: this.namespace, fieldSelector})
+      for (const e of l.items) onEvent(e)
+      return l.metadata?.resourceVersion
+    }
+    const watched = (type: string, obj: unknown) => type !== 'DELETED' && onEvent(obj as CoreV1Event)
+    void runWatchLoop({kc: this.session.kc, path, query: {fieldSelector}, from: ListFirst, list, onEvent: watched}, this.stop.signal)
   }
 
   /** The files of a restart dev asked for: the next restart seen is said to be theirs. */
