@@ -153,6 +153,17 @@ describe('the dev pod', () => {
     expect(devPodName(`${'a'.repeat(52)}-b`, 'x1y2z')).toBe(`${'a'.repeat(52)}-dev-x1y2z`)
   })
 
+  test("a StatefulSet's volumeClaimTemplates are empty directories in the dev pod, never a replica's claim", () => {
+    const t = template()
+    t.spec!.containers[0].volumeMounts!.push({name: 'data', mountPath: '/var/lib/data'})
+    const pod = buildDevPod(input({}, {ref: {kind: 'statefulset', name: 'db'}, template: t, claimTemplates: ['data', 'secret']}))
+    expect(pod.spec!.volumes!.map((v) => [v.name, Object.keys(v).filter((k) => k !== 'name')[0]])).toEqual([
+      ['secret', 'secret'],
+      ['data', 'emptyDir'],
+      [WorkdirVolume, 'hostPath'],
+    ])
+  })
+
   test('-c must name a container; without it the template must have only one', () => {
     const spec = template().spec!
     expect(chooseDevContainer(spec, 'metrics', 'deployment/web')).toBe('metrics')

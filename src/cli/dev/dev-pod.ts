@@ -76,9 +76,19 @@ export function buildDevPod(input: DevPodInput): V1Pod {
   const annotations = {...(template.metadata?.annotations ?? {}), [DevWorkloadAnnotation]: what, [RestartAnnotation]: restartValue(container, 0)}
   if (workload.fromPod) stripInstance(spec)
   pinTo(spec, node)
-  spec.volumes = [...(spec.volumes ?? []), {name: WorkdirVolume, hostPath: {path: input.cwd, type: 'Directory'}}]
+  spec.volumes = [...(spec.volumes ?? []), ...scratchClaims(workload, spec), {name: WorkdirVolume, hostPath: {path: input.cwd, type: 'Directory'}}]
   spec.containers = spec.containers.map((c) => (c.name === container ? devContainer(c, input) : c))
   return {apiVersion: 'v1', kind: 'Pod', metadata: {name, namespace: input.namespace, labels, annotations}, spec}
+}
+
+/**
+ * A StatefulSet's pods get a claim per replica for each volumeClaimTemplate;
+ * the dev pod is no replica of it and must not share one (they are usually
+ * ReadWriteOnce): it gets an empty directory of the same name instead.
+ */
+export function scratchClaims(workload: Workload, spec: V1PodSpec): V1Volume[] {
+  const declared = new Set((spec.volumes ?? []).map((v) => v.name))
+  return (workload.claimTemplates ?? []).filter((name) => !declared.has(name)).map((name) => ({name, emptyDir: {}}))
 }
 
 /** The restart annotation's value for a generation: the node restarts `container` each time it changes. */

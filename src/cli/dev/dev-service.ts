@@ -7,7 +7,7 @@ import {DefaultTerminationGracePeriodSeconds} from '../../emulator/provider/pod-
 import type {DevProgress} from '../../kubectl/dev-report.js'
 import {UserError} from '../../errors.js'
 import type {KubeSession} from '../session.js'
-import {buildDevPod, restartValue} from './dev-pod.js'
+import {buildDevPod, restartValue, scratchClaims} from './dev-pod.js'
 import {FileWatcher} from './file-watch.js'
 import {DefaultIgnores, globRegExp, watchRoot, type WatchRoot} from './globs.js'
 import {findNode} from './node-choice.js'
@@ -63,14 +63,18 @@ export async function runDev(session: KubeSession, o: DevOptions, emit: (p: DevP
   let created = false
   try {
     if (o.replace) {
-      const down = await scaleToZero(session, o.namespace, o.workload, name)
+      // Set first: a scale-down that fails halfway (saved, not scaled) is undone too.
       replaced = true
+      const down = await scaleToZero(session, o.namespace, o.workload, name)
       emit({kind: 'scaled-down', workload: workloadText(o.workload), replicas: down.saved.replicas, earlier: down.earlier, autoscalers: down.autoscalers})
     }
     if (o.signal.aborted) return 0
     await session.core.createNamespacedPod({namespace: o.namespace, body: pod})
     created = true
     emit({kind: 'created', pod: name, namespace: o.namespace, node: node.name, container, command: o.command})
+    for (const v of scratchClaims(workload, workload.template.spec!)) {
+      emit({kind: 'warning', message: `volume ${v.name} (a volumeClaimTemplate of ${workloadText(o.workload)}) is an empty directory in the dev pod, not a replica's claim`})
+    }
     forwarder.forwardTo(o.namespace, name)
     for (const m of o.ports) emit({kind: 'forwarding', local: m.local, pod: m.pod})
     return await follow(session, o, name, container, roots, emit)

@@ -21,6 +21,8 @@ export interface Workload {
   annotations: Record<string, string>
   /** The object's version as read: a write that must not race another names it. */
   resourceVersion?: string
+  /** A StatefulSet's volumeClaimTemplates: its pods' volumes of those names are claims the controller makes per replica. */
+  claimTemplates?: string[]
   /** A pod was given: its spec is a running instance's (a node, a hostname, injected volumes). */
   fromPod: boolean
 }
@@ -86,7 +88,8 @@ async function fetchWorkload(session: KubeSession, namespace: string, ref: Workl
     }
     case 'statefulset': {
       const s = await new session.lib.AppsV1Api(session.config).readNamespacedStatefulSet({name, namespace})
-      return {...base, template: s.spec!.template, replicas: s.spec?.replicas ?? 1, annotations: s.metadata?.annotations ?? {}, resourceVersion: s.metadata?.resourceVersion}
+      const claimTemplates = (s.spec?.volumeClaimTemplates ?? []).map((c) => c.metadata!.name!)
+      return {...base, template: s.spec!.template, replicas: s.spec?.replicas ?? 1, annotations: s.metadata?.annotations ?? {}, resourceVersion: s.metadata?.resourceVersion, claimTemplates}
     }
     case 'job': {
       const j = await new session.lib.BatchV1Api(session.config).readNamespacedJob({name, namespace})
