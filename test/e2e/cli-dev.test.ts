@@ -1,13 +1,16 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Deployment} from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
-import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {DevPodLabel, DevReplacedAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
 import {freePort} from '../../src/common/ports.js'
 import {cliPath} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, startVnode, stopAllVnodes, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, waitFor} from './helpers.js'
+
+/** Is a program on PATH (the sandbox needs bwrap). */
+const onPath = (name: string) => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, name)))
 
 const Toleration = {key: 'virtual-kubelet.io/provider', operator: 'Exists'}
 
@@ -282,6 +285,18 @@ describeE2e('kubectl vnode dev', () => {
     expect(await d.exitCode()).toBe(1)
     expect(d.err).toMatch(/error: the pod failed before its container ran: NamespaceNotAllowed: .*namespace "[^"]+" may not run pods on node/)
     expect(d.err).toMatch(/pod\/web-dev-[0-9a-f]{5} deleted/)
+    expect(await devPods()).toEqual([])
+  })
+
+  testWhen(onPath('bwrap'), 'the namespaces sandbox needs bwrap')('in a sandbox the current directory is at its own path; a crash restarts the container and dev says how it ended', async () => {
+    const sandboxed = uniqueName('sandboxed')
+    await startVnode(sandboxed, ['--sandbox', 'namespaces']).ready()
+    const script = "import os; print('in', os.getcwd(), open('server.py').read().count('serving'), flush=True); raise SystemExit(4)"
+    const d = dev(['deploy/web', '--node', sandboxed, '--no-watch', '--', 'python3', '-c', script])
+    await d.said(`in ${dir} 1`)
+    await d.said(/container app restarted \(restart 1\): exited with code 4 \(Error\)/)
+    d.child.kill('SIGINT')
+    expect(await d.exitCode()).toBe(0)
     expect(await devPods()).toEqual([])
   })
 })

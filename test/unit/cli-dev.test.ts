@@ -3,7 +3,7 @@ import type {V1Node, V1Pod, V1PodTemplateSpec} from '@kubernetes/client-node'
 import {DevPodLabel, DevReplacedAnnotation, DevWorkloadAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
 import {buildDevPod, chooseDevContainer, devPodName, WorkdirVolume, type DevPodInput} from '../../src/cli/dev/dev-pod.js'
 import {chooseNode} from '../../src/cli/dev/node-choice.js'
-import {podChanges} from '../../src/cli/dev/pod-follow.js'
+import {instanceToRead, podChanges} from '../../src/cli/dev/pod-follow.js'
 import {parsePortMapping} from '../../src/cli/dev/port-forward.js'
 import {parseSavedScale} from '../../src/cli/dev/replace.js'
 import {parseWorkloadRef, type Workload} from '../../src/cli/dev/workload.js'
@@ -216,6 +216,16 @@ describe('following the dev pod', () => {
     const again = podChanges(waiting.seen, pod({phase: 'Running', containerStatuses: [{...crashed, containerID: 'vnode://2', state: {running: {}}}]}), 'app')
     expect(again.progress).toEqual([{kind: 'started', container: 'app', restartCount: 1}])
     expect(again.end).toBeUndefined()
+  })
+
+  test('whose log to read: the instance running or just ended, or while it waits to restart the one before (previous)', () => {
+    const base = {name: 'app', restartCount: 1, ready: false, image: '', imageID: ''}
+    expect(instanceToRead({...base, containerID: 'vnode://2', state: {running: {}}})).toEqual({id: 'vnode://2', previous: false})
+    expect(instanceToRead({...base, containerID: 'vnode://2', state: {terminated: {exitCode: 0}}})).toEqual({id: 'vnode://2', previous: false})
+    const waiting = {...base, containerID: 'vnode://2', state: {waiting: {reason: 'CrashLoopBackOff'}}, lastState: {terminated: {exitCode: 4, containerID: 'vnode://2'}}}
+    expect(instanceToRead(waiting)).toEqual({id: 'vnode://2', previous: true})
+    expect(instanceToRead({...base, state: {waiting: {reason: 'ContainerCreating'}}})).toBeUndefined()
+    expect(instanceToRead(undefined)).toBeUndefined()
   })
 
   test("a terminal phase ends it: the container's exit, or the node's reason when it never ran", () => {

@@ -151,6 +151,18 @@ export class DevPodFollower {
   }
 }
 
+/**
+ * The instance whose log to read: the one running or just ended (followed
+ * to its end), or, while the container waits to restart (CrashLoopBackOff),
+ * the one before, which the log API serves as the previous instance.
+ */
+export function instanceToRead(status: V1ContainerStatus | undefined): {id: string; previous: boolean} | undefined {
+  const state = status?.state
+  if ((state?.running || state?.terminated) && status?.containerID) return {id: status.containerID, previous: false}
+  const last = status?.lastState?.terminated?.containerID
+  return state?.waiting && last ? {id: last, previous: true} : undefined
+}
+
 /** The dev container's log, one follow per instance, each line once. */
 class InstanceLogs {
   /** Instances whose log was read to the end. */
@@ -170,13 +182,12 @@ class InstanceLogs {
     private readonly signal: AbortSignal,
   ) {}
 
-  /** A new status: the instance it shows is followed, unless it is already or has been to its end. */
+  /** A new status: the instance it shows is read, unless it is being or has been read to its end. */
   follow(status: V1ContainerStatus | undefined): void {
     if (status) this.latest = status
-    const id = this.latest?.containerID
-    const live = this.latest?.state?.running || this.latest?.state?.terminated
-    if (!id || !live || this.done.has(id) || this.active || this.signal.aborted || this.retry) return
-    this.active = {id, finished: this.read(id)}
+    const target = instanceToRead(this.latest)
+    if (!target || this.done.has(target.id) || this.active || this.signal.aborted || this.retry) return
+    this.active = {id: target.id, finished: this.read(target.id, target.previous)}
   }
 
   /** Resolves when no follow is open (or after timeoutMs). */
@@ -187,11 +198,11 @@ class InstanceLogs {
     }
   }
 
-  private async read(id: string): Promise<void> {
+  private async read(id: string, previous: boolean): Promise<void> {
     let skip = this.printed.get(id) ?? 0
     let failed = false
     try {
-      await streamContainerLog(this.session, {namespace: this.namespace, pod: this.pod, container: this.container, follow: true, signal: this.signal}, (line) => {
+      await streamContainerLog(this.session, {namespace: this.namespace, pod: this.pod, container: this.container, follow: !previous, previous, signal: this.signal}, (line) => {
         if (skip > 0) return void skip--
         this.printed.set(id, (this.printed.get(id) ?? 0) + 1)
         this.onLine(line)
