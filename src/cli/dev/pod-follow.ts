@@ -194,7 +194,10 @@ class InstanceLogs {
   async idle(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs
     while (this.active && Date.now() < deadline) {
-      await Promise.race([this.active.finished, new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))])
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([this.active.finished, new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))])
+      // A pending timer would hold dev's exit for the rest of the bound.
+      clearTimeout(timer)
     }
   }
 
