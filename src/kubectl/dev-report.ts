@@ -39,6 +39,8 @@ export type DevProgress =
   | {kind: 'gone'; pod: string}
   /** dev is ending: what ends it. */
   | {kind: 'stopping'; why: string}
+  /** The dev pod's deletion is asked for: the node stops it within the grace period. */
+  | {kind: 'deleting'; pod: string; gracePeriodSeconds: number}
   | {kind: 'deleted'; pod: string}
   | {kind: 'restore'; workload: string; outcome: RestoreOutcome}
   /** Leftover dev pods `--restore` deleted. */

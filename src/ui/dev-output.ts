@@ -77,6 +77,8 @@ export function devLine(p: DevProgress, color: boolean): DevLine | undefined {
       return {stream: 'err', text: `error: pod/${p.pod} was deleted`}
     case 'stopping':
       return say(`${p.why}: stopping`)
+    case 'deleting':
+      return say(`deleting pod/${p.pod} (grace period ${p.gracePeriodSeconds}s)`)
     case 'deleted':
       return say(`pod/${p.pod} deleted`)
     case 'restore':

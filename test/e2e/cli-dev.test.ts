@@ -7,7 +7,7 @@ import {join} from 'node:path'
 import {DevPodLabel, DevReplacedAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
 import {freePort} from '../../src/common/ports.js'
 import {cliPath} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** Is a program on PATH (the sandbox needs bwrap). */
 const onPath = (name: string) => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, name)))
@@ -237,6 +237,19 @@ describeE2e('kubectl vnode dev', () => {
     const again = await vnode(['dev', '-n', ns, '--restore', 'deploy/web'])
     expect(again.exitCode).toBe(0)
     expect(again.stderr).toContain('deployment/web has no saved scale: nothing to restore')
+  })
+
+  test('a dev pod deleted by someone else ends dev with exit 1, and the replaced Deployment is restored all the same', async () => {
+    const d = dev(['deploy/web', '--replace', '--no-watch', '--', 'python3', '-c', 'import time; print("up", flush=True); time.sleep(3600)'])
+    await d.said('up')
+    const pod = await devPod()
+    const r = await kubectl(['delete', 'pod', '-n', ns, pod.metadata!.name!, '--wait=false'])
+    expect(r.exitCode).toBe(0)
+    expect(await d.exitCode()).toBe(1)
+    expect(d.err).toContain(`error: pod/${pod.metadata!.name} was deleted`)
+    expect(d.err).not.toContain('deleting pod/')
+    expect(d.err).toContain('deployment/web scaled back to 1')
+    expect((await deployment()).spec!.replicas).toBe(1)
   })
 
   test("a Job's container runs once with the template's env, and its exit code is dev's", async () => {

@@ -237,6 +237,11 @@ describe('following the dev pod', () => {
     expect(done.end).toEqual({kind: 'exited', exit: {exitCode: 3, reason: 'Error'}})
     const refused = podChanges(undefined, pod({phase: 'Failed', reason: 'NamespaceNotAllowed', message: 'namespace "x" may not run pods on node "n"'}), 'app')
     expect(refused.end).toEqual({kind: 'failed', reason: 'NamespaceNotAllowed', message: 'namespace "x" may not run pods on node "n"'})
+    const deleted = {
+      ...pod({phase: 'Failed', containerStatuses: [{name: 'app', containerID: 'vnode://1', restartCount: 0, ready: false, image: '', imageID: '', state: {terminated: {exitCode: 143}}}]}),
+    }
+    deleted.metadata!.deletionTimestamp = new Date()
+    expect(podChanges(undefined, deleted, 'app').end).toEqual({kind: 'gone'})
   })
 })
 

@@ -77,7 +77,10 @@ export async function runDev(session: KubeSession, o: DevOptions, emit: (p: DevP
     }
     forwarder.forwardTo(o.namespace, name)
     for (const m of o.ports) emit({kind: 'forwarding', local: m.local, pod: m.pod})
-    return await follow(session, o, name, container, roots, emit)
+    const result = await follow(session, o, name, container, roots, emit)
+    // Deleted by someone else: nothing left to delete.
+    if (result.podGone) created = false
+    return result.code
   } finally {
     forwarder.close()
     if (created) await deleteDevPod(session, o.namespace, pod, emit)
@@ -86,7 +89,7 @@ export async function runDev(session: KubeSession, o: DevOptions, emit: (p: DevP
 }
 
 /** Follows the pod until it ends by itself or dev is asked to end; restarts it on each change of a watched file. */
-async function follow(session: KubeSession, o: DevOptions, name: string, container: string, roots: WatchRoot[], emit: (p: DevProgress) => void): Promise<number> {
+async function follow(session: KubeSession, o: DevOptions, name: string, container: string, roots: WatchRoot[], emit: (p: DevProgress) => void): Promise<{code: number; podGone: boolean}> {
   const follower = new DevPodFollower(session, o.namespace, name, container, emit)
   let generation = 0
   const watcher = new FileWatcher({
@@ -115,9 +118,9 @@ async function follow(session: KubeSession, o: DevOptions, name: string, contain
       o.signal.addEventListener('abort', () => resolve('stopped'), {once: true})
     })
     const end = await Promise.race([follower.ended, stopped])
-    if (end === 'stopped') return 0
+    if (end === 'stopped') return {code: 0, podGone: false}
     await follower.drainLogs()
-    return reportEnd(end, container, name, emit)
+    return {code: reportEnd(end, container, name, emit), podGone: end.kind === 'gone'}
   } finally {
     watcher.close()
     follower.close()
@@ -154,13 +157,14 @@ function watchRoots(o: DevOptions): WatchRoot[] {
 /** Deletes the dev pod (the node stops its processes within the grace period) and waits, bounded, for it to be gone. */
 async function deleteDevPod(session: KubeSession, namespace: string, pod: V1Pod, emit: (p: DevProgress) => void): Promise<void> {
   const name = pod.metadata!.name!
+  const grace = pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
+  emit({kind: 'deleting', pod: name, gracePeriodSeconds: grace})
   try {
     await session.core.deleteNamespacedPod({name, namespace})
   } catch (error) {
     if (!isNotFound(error)) emit({kind: 'warning', message: `could not delete pod ${name}: ${(error as Error).message}`})
     return
   }
-  const grace = pod.spec?.terminationGracePeriodSeconds ?? DefaultTerminationGracePeriodSeconds
   const deadline = Date.now() + grace * 1000 + DeleteWaitMarginMs
   while (Date.now() < deadline) {
     try {

@@ -36,7 +36,7 @@ function exitOf(t: {exitCode: number; signal?: number; reason?: string}): Instan
  * a restart (restartCount went up; how the instance before ended), a new
  * instance running, a new waiting reason, and whether the pod ended for
  * good (its phase is terminal: the container's exit, or the node's reason
- * when no container ever ran).
+ * when no container ever ran) or is being deleted.
  */
 export function podChanges(before: SeenContainer | undefined, pod: V1Pod, container: string): {progress: DevProgress[]; seen: SeenContainer; end?: DevPodEnd} {
   const s = statusOf(pod, container)
@@ -49,6 +49,8 @@ export function podChanges(before: SeenContainer | undefined, pod: V1Pod, contai
   if (s?.state?.running && s.containerID && s.containerID !== before?.containerID) progress.push({kind: 'started', container, restartCount: seen.restartCount})
   const w = s?.state?.waiting
   if (w?.reason && w.reason !== before?.waiting) progress.push({kind: 'waiting', container, reason: w.reason, ...(w.message ? {message: w.message} : {})})
+  // Someone else is deleting it (dev stops following before it deletes the pod itself): its exit then is the deletion's, not the program's.
+  if (pod.metadata?.deletionTimestamp) return {progress, seen, end: {kind: 'gone'}}
   if (!isTerminalPhase(pod.status?.phase)) return {progress, seen}
   const t = s?.state?.terminated
   const end: DevPodEnd = t ? {kind: 'exited', exit: exitOf(t)} : {kind: 'failed', reason: pod.status?.reason ?? pod.status!.phase!, message: pod.status?.message ?? ''}
