@@ -178,7 +178,8 @@ describeE2e('kubectl vnode dev', () => {
     await d.said('serving v2 on')
     const restarted = await c.core.readNamespacedPod({name: pod.metadata!.name!, namespace: ns})
     expect(restarted.status!.containerStatuses![0].restartCount).toBeGreaterThanOrEqual(1)
-    expect(restarted.metadata!.annotations![RestartAnnotation]).toBe('app:1')
+    // One save is one restart, unless a slow machine spread its writes over more than the debounce.
+    expect(restarted.metadata!.annotations![RestartAnnotation]).toMatch(/^app:\d+$/)
     const events = await c.core.listNamespacedEvent({namespace: ns, fieldSelector: `involvedObject.name=${pod.metadata!.name}`})
     expect(events.items.map((e) => `${e.reason}: ${e.message}`)).toContain('Killing: Container app restart requested (vnode.dev/restart=app:1), will be restarted')
 
@@ -250,6 +251,48 @@ describeE2e('kubectl vnode dev', () => {
     expect(d.err).not.toContain('deleting pod/')
     expect(d.err).toContain('deployment/web scaled back to 1')
     expect((await deployment()).spec!.replicas).toBe(1)
+  })
+
+  test("a pod and a StatefulSet as WORKLOAD: a running pod's spec is copied without what the API server gave it, a claim template is an empty directory", async () => {
+    const replica = await waitFor(
+      async () => (await c.core.listNamespacedPod({namespace: ns, labelSelector: `app=web,!${DevPodLabel}`})).items.find((p) => p.status?.phase === 'Running'),
+      "the Deployment's replica running",
+      60_000,
+    )
+    const fromPod = dev([`pod/${replica.metadata!.name}`, '--no-watch', '--', 'python3', '-c', 'import time; print("copied", flush=True); time.sleep(3600)'])
+    await fromPod.said('copied')
+    const copy = await devPod()
+    expect(copy.metadata!.labels!['pod-template-hash']).toBeUndefined()
+    expect(copy.spec!.volumes!.filter((v) => v.name.startsWith('kube-api-access-'))).toHaveLength(1)
+    fromPod.child.kill('SIGINT')
+    expect(await fromPod.exitCode()).toBe(0)
+
+    await c.apps.createNamespacedStatefulSet({
+      namespace: ns,
+      body: {
+        metadata: {name: 'db'},
+        spec: {
+          replicas: 0,
+          serviceName: 'db',
+          selector: {matchLabels: {app: 'db'}},
+          volumeClaimTemplates: [{metadata: {name: 'data'}, spec: {accessModes: ['ReadWriteOnce'], resources: {requests: {storage: '1Gi'}}}}],
+          template: {metadata: {labels: {app: 'db'}}, spec: {containers: [{name: 'db', image: 'python:3.12', volumeMounts: [{name: 'data', mountPath: '/var/lib/db'}]}]}},
+        },
+      },
+    })
+    const db = dev([
+      'sts/db',
+      '--no-watch',
+      '--',
+      'python3',
+      '-c',
+      'import os, time; print("data", os.path.isdir(os.path.join(os.environ["VNODE_VOLUME_ROOT"], "var/lib/db")), flush=True); time.sleep(3600)',
+    ])
+    await db.said('data True')
+    expect(db.err).toContain("warning: volume data (a volumeClaimTemplate of statefulset/db) is an empty directory in the dev pod, not a replica's claim")
+    db.child.kill('SIGINT')
+    expect(await db.exitCode()).toBe(0)
+    expect(await devPods()).toEqual([])
   })
 
   test("a Job's container runs once with the template's env, and its exit code is dev's", async () => {
