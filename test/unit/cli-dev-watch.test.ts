@@ -1,7 +1,8 @@
 import {afterEach, describe, expect, test} from '@jest/globals'
 import {mkdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {FileWatcher} from '../../src/cli/dev/file-watch.js'
+import {execa} from 'execa'
+import {FileWatcher, gitIgnored} from '../../src/cli/dev/file-watch.js'
 import {DefaultIgnores, globRegExp, matchesAny, watchRoot} from '../../src/cli/dev/globs.js'
 import {tempDir} from './temp-dirs.js'
 
@@ -104,5 +105,16 @@ describe('FileWatcher', () => {
     await until('a batch with build/keep.txt', () => batches.slice(after).flat().includes('build/keep.txt'))
     expect(batches.slice(after).flat()).not.toContain('build/out.txt')
     expect(before).toBeGreaterThan(0)
+  })
+})
+
+describe("the repository's ignore files", () => {
+  test('git check-ignore says which changed paths a .gitignore excludes; outside a repository none are', async () => {
+    const repo = tempDir('vnode-dev-git-')
+    await execa('git', ['init', '-q'], {cwd: repo})
+    writeFileSync(join(repo, '.gitignore'), 'build/\n*.log\n')
+    expect(await gitIgnored(repo, ['build/out.js', 'server.py', 'logs/x.log', 'src/a.py'])).toEqual(new Set(['build/out.js', 'logs/x.log']))
+    expect(await gitIgnored(repo, ['server.py'])).toEqual(new Set())
+    expect(await gitIgnored(tempDir('vnode-dev-nogit-'), ['build/out.js'])).toEqual(new Set())
   })
 })
