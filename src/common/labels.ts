@@ -25,3 +25,16 @@ export const PodNetworkAnnotation = `${LabelPrefix}/pod-network`
 export const RelayAnnotation = `${LabelPrefix}/relay`
 /** The same, set by `pods` on each pod it prints (the ENDPOINT column): `direct`, or the relay pod. */
 export const PodRelayAnnotation = RelayAnnotation
+
+/** On a pod `kubectl vnode dev` made: `true`, so dev pods can be listed and cleaned up (`-l vnode.dev/dev`). */
+export const DevPodLabel = `${LabelPrefix}/dev`
+/** On a dev pod: the workload it stands for, as `kind/name` (deployment/web). */
+export const DevWorkloadAnnotation = `${LabelPrefix}/dev-workload`
+/**
+ * On a pod: `<container>:<generation>`. The node restarts that container,
+ * as for a changed definition (Killing, the grace period, restartCount + 1),
+ * each time the value changes: `dev` bumps it when a watched file changes.
+ */
+export const RestartAnnotation = `${LabelPrefix}/restart`
+/** On a workload `dev --replace` scaled to zero: what to restore (JSON, see cli/dev/replace.ts). */
+export const DevReplacedAnnotation = `${LabelPrefix}/dev-replaced`

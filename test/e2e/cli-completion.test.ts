@@ -19,7 +19,7 @@ describeE2e('shell completion through kubectl', () => {
   const {ns, node} = f
 
   test('commands, a topic, flags and their values', async () => {
-    expect(await completions([''])).toEqual({values: ['admission-policy', 'cluster', 'doctor', 'kill', 'logs', 'pods', 'up'], directive: ':4'})
+    expect(await completions([''])).toEqual({values: ['admission-policy', 'cluster', 'dev', 'doctor', 'kill', 'logs', 'pods', 'up'], directive: ':4'})
     expect((await completions(['cluster', ''])).values).toEqual(['build', 'down', 'status', 'up'])
     expect((await completions(['up', '--sand'])).values).toEqual(['--sandbox', '--sandbox-pool'])
     expect((await completions(['up', '--sandbox-p'])).values).toEqual(['--sandbox-pool'])

@@ -8,6 +8,7 @@ import type {ProviderContext} from '../../src/emulator/provider/handler.js'
 import {ImageMap} from '../../src/emulator/runtime/images/image-map.js'
 import {MinimumKillGraceMs} from '../../src/emulator/runtime/container/stop.js'
 import {PodRuntime} from '../../src/emulator/runtime/pod/pod-runtime.js'
+import {RestartAnnotation} from '../../src/common/labels.js'
 import {tempDir} from './temp-dirs.js'
 
 interface Event {
@@ -17,7 +18,7 @@ interface Event {
 }
 
 /** A PodRuntime of bare host processes (no sandbox, no cgroups, no network), without an API server: what it records and reports is kept. */
-function runtime(pod: V1Pod) {
+function runtime(pod: V1Pod, crashLoop = {initialMs: 300, maxMs: 600, resetMs: 60_000}) {
   const stateDir = tempDir('vnode-pod-runtime-')
   const events: Event[] = []
   const reports: V1Pod[] = []
@@ -33,7 +34,7 @@ function runtime(pod: V1Pod) {
     node: {nodeName: 'n', nodeIP: '127.0.0.1', cpuCores: 2, memoryBytes: 2 ** 30, ephemeralStorageBytes: 2 ** 34},
     rotation: {maxBytes: 1 << 20, maxFiles: 2},
     // Short back-offs and a quick relist: the rules are the kubelet's, the durations a test's.
-    crashLoop: {initialMs: 300, maxMs: 600, resetMs: 60_000},
+    crashLoop,
     mountRetry: {initialMs: 100, maxMs: 200},
     sync: {relistPeriodMs: 50, syncBackoffMs: 100, jitter: 0},
     sandbox: join(stateDir, 'pods', pod.metadata!.uid!),
@@ -139,5 +140,39 @@ describe('PodRuntime without an API server: bare processes', () => {
     expect(app(rt).state?.terminated).toMatchObject({exitCode: 137, reason: 'Error'})
     expect(events.filter((e) => e.reason === 'Killing').map((e) => e.message)).toEqual(['Stopping container app'])
     expect(rt.quiet).toBe(true)
+  })
+
+  test('a changed restart annotation restarts the container it names as a changed definition does: Killing, the grace, restartCount + 1, no back-off', async () => {
+    const p = pod('restarted', 'trap "exit 0" TERM; while :; do sleep 0.05; done', {
+      initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}],
+    })
+    const {rt, events} = runtime(p)
+    open.push(rt)
+    await rt.start()
+    const first = app(rt).containerID
+    const annotate = (value: string): V1Pod => ({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: value}}})
+    await rt.update(annotate('app:1'))
+    const again = await until('app running again', () => (app(rt).state?.running && app(rt).containerID !== first ? app(rt) : undefined))
+    expect(again.restartCount).toBe(1)
+    expect(again.lastState?.terminated).toMatchObject({exitCode: 0})
+    expect(events.filter((e) => e.reason === 'Killing').map((e) => [e.message, e.fieldPath])).toEqual([
+      ['Container app restart requested (vnode.dev/restart=app:1), will be restarted', 'spec.containers{app}'],
+    ])
+    // The same value again, or another annotation changing, restarts nothing; the sidecar was never touched.
+    await rt.update(annotate('app:1'))
+    await rt.update({...rt.pod, metadata: {...rt.pod.metadata, labels: {x: 'y'}}})
+    expect(app(rt).restartCount).toBe(1)
+    expect(rt.status().initContainerStatuses![0].restartCount).toBe(0)
+    expect(events.filter((e) => e.reason === 'Killing')).toHaveLength(1)
+  })
+
+  test('a restart annotation starts a container waiting in CrashLoopBackOff at once (a fix saved during a long back-off)', async () => {
+    const {rt} = runtime(pod('looping', 'exit 3'), {initialMs: 60_000, maxMs: 60_000, resetMs: 600_000})
+    open.push(rt)
+    await rt.start()
+    await until('CrashLoopBackOff', () => app(rt).state?.waiting?.reason === 'CrashLoopBackOff')
+    const before = app(rt).restartCount
+    await rt.update({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: 'app:1'}}})
+    await until('a restart well within the back-off', () => app(rt).restartCount > before, 5_000)
   })
 })

@@ -1,6 +1,7 @@
 import {EventReason} from '../../kube/event-reasons.js'
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
 import {allContainers} from '../../../common/pods.js'
+import {RestartAnnotation} from '../../../common/labels.js'
 import type {ContainerHost} from '../container/host.js'
 import type {ContainerState} from '../container/state.js'
 import {stopContainer} from '../container/stop.js'
@@ -14,7 +15,8 @@ export function ephemeralSpecs(pod: V1Pod): V1Container[] {
  * An update of the pod (host.pod is the new one): an in-place resize of the
  * running containers' cgroups, or their restart where resizePolicy says so;
  * a changed image restarts its container; `kubectl debug` adds ephemeral
- * containers (only ever added: the next sync starts them).
+ * containers (only ever added: the next sync starts them); a changed
+ * restart annotation restarts the container it names (restartRequested).
  */
 export function applySpecChange(host: ContainerHost, before: V1Pod, addEphemeral: (spec: V1Container) => void): void {
   const pod = host.pod
@@ -36,6 +38,32 @@ export function applySpecChange(host: ContainerHost, before: V1Pod, addEphemeral
     if (changed) restart(host, c, 'definition changed, will be restarted')
   }
   for (const e of ephemeralSpecs(pod)) if (!host.containers.some((c) => c.name === e.name)) addEphemeral(e)
+  const asked = restartRequested(before, pod)
+  if (asked)
+    restart(
+      host,
+      host.containers.find((x) => x.name === asked.container && x.kind !== 'ephemeral' && x.kind !== 'init'),
+      `restart requested (${RestartAnnotation}=${asked.value}), will be restarted`,
+    )
+}
+
+/** A restart annotation's value: `<container>:<generation>`. */
+export function parseRestartRequest(value: string | undefined): {container: string; generation: string} | undefined {
+  const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?):(\S+)$/.exec(value ?? '')
+  return m ? {container: m[1], generation: m[3]} : undefined
+}
+
+/**
+ * Whether an update asks for a container's restart: the restart annotation
+ * is valid and differs from the one before (`kubectl vnode dev` bumps its
+ * generation on each save). A pod created with it restarts nothing: the
+ * value is only a marker to change.
+ */
+export function restartRequested(before: V1Pod, after: V1Pod): {container: string; value: string} | undefined {
+  const value = after.metadata?.annotations?.[RestartAnnotation]
+  const request = parseRestartRequest(value)
+  if (!request || value === before.metadata?.annotations?.[RestartAnnotation]) return undefined
+  return {container: request.container, value: value!}
 }
 
 /** Restarts a running container at once (no back-off) once it has stopped, unless nothing will start again. */

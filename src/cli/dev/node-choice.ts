@@ -1,0 +1,51 @@
+import type {V1Node, V1Taint} from '@kubernetes/client-node'
+import {NodeMarkerLabel} from '../../common/labels.js'
+import {UserError} from '../../errors.js'
+import type {KubeSession} from '../session.js'
+
+/** The node a dev pod is pinned to. */
+export interface ChosenNode {
+  name: string
+  taints: V1Taint[]
+}
+
+function isReady(node: V1Node): boolean {
+  return node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false
+}
+
+function isVnode(node: V1Node): boolean {
+  return node.metadata?.labels?.[NodeMarkerLabel] === 'true'
+}
+
+/**
+ * --node, or the only vnode node that is Ready (a node whose `up` has ended
+ * stays registered, NotReady: it would leave the dev pod Pending). Refused:
+ * a node that is not a vnode node (a kubelet cannot run the local directory),
+ * none, or several to choose from.
+ */
+export function chooseNode(nodes: V1Node[], wanted: string | undefined): ChosenNode {
+  const chosen = (n: V1Node): ChosenNode => ({name: n.metadata!.name!, taints: n.spec?.taints ?? []})
+  if (wanted !== undefined) {
+    const node = nodes.find((n) => n.metadata?.name === wanted)
+    if (!node) throw new UserError(`node "${wanted}" not found`)
+    if (!isVnode(node)) throw new UserError(`node "${wanted}" is not a vnode node (no ${NodeMarkerLabel} label): dev runs your command on a node of \`kubectl vnode up\``)
+    if (!isReady(node)) throw new UserError(`node "${wanted}" is not Ready: is \`kubectl vnode up\` running for it?`)
+    return chosen(node)
+  }
+  const vnodes = nodes.filter(isVnode)
+  if (vnodes.length === 0) throw new UserError('no vnode node in this cluster: start one with `kubectl vnode up`')
+  const ready = vnodes.filter(isReady)
+  if (ready.length === 0) throw new UserError(`no vnode node is Ready (${names(vnodes)}): is \`kubectl vnode up\` running?`)
+  if (ready.length > 1) throw new UserError(`several vnode nodes are Ready (${names(ready)}): choose one with --node`)
+  return chosen(ready[0])
+}
+
+function names(nodes: V1Node[]): string {
+  return nodes.map((n) => n.metadata?.name).join(', ')
+}
+
+/** The cluster's nodes (a vnode node is told by its label), and the choice among them. */
+export async function findNode(session: KubeSession, wanted: string | undefined): Promise<ChosenNode> {
+  const list = await session.core.listNode(wanted === undefined ? {labelSelector: `${NodeMarkerLabel}=true`} : {fieldSelector: `metadata.name=${wanted}`})
+  return chooseNode(list.items, wanted)
+}
