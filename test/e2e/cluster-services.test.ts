@@ -100,6 +100,8 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
   testWhen(isRoot(), 'kube-proxy needs root')(
     'kube-proxy routes a Service ClusterIP to its pod, and CoreDNS resolves the Service name',
     async () => {
+      // This cluster's own kube-proxy: `cluster up` skips it (and says why) when another cluster's runs on this host.
+      expect(f.upStderr).toContain('starting kube-proxy')
       const port = await freePort()
       await c.core.createNamespacedPod({
         namespace: ns,
