@@ -136,7 +136,7 @@ export default class Up extends Command {
       for (const p of paths ?? []) if (!p.startsWith('/') && p !== '~' && !p.startsWith('~/')) throw new UserError(`invalid ${flag} ${p}: must be an absolute path or start with ~/`)
     }
     const {nodeWalls, wallNames} = await import('../emulator/runtime/host.js')
-    const {WallsAnnotation} = await import('../common/labels.js')
+    const {AllowedNamespacesAnnotation, WallsAnnotation} = await import('../common/labels.js')
     const {modeLine} = await import('../kubectl/doctor-report.js')
     const wallNameList = wallNames(nodeWalls(sandbox.mode))
     const wallList = wallNameList.join(',')
@@ -167,7 +167,7 @@ export default class Up extends Command {
       memory: flags.memory,
       pods: flags.pods,
       labels: {[SandboxLabel]: sandbox.mode, [CgroupsLabel]: cgroups.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel('--label')))},
-      annotations: {[WallsAnnotation]: wallList, [PodNetworkAnnotation]: podNetwork},
+      annotations: {[WallsAnnotation]: wallList, [PodNetworkAnnotation]: podNetwork, [AllowedNamespacesAnnotation]: allowed.namespaces?.join(',') ?? '*'},
       allowedNamespaces: allowed.namespaces,
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],

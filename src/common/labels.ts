@@ -21,6 +21,8 @@ export const WallsAnnotation = `${LabelPrefix}/walls`
 export const PodWallsAnnotation = WallsAnnotation
 /** The node annotation saying where its pods' network is: `pod`, or `host: <why the pod network is off>`. */
 export const PodNetworkAnnotation = `${LabelPrefix}/pod-network`
+/** The node annotation naming the namespaces whose pods it runs (`a,b`), or `*` for every namespace (`up --allowed-namespaces`). */
+export const AllowedNamespacesAnnotation = `${LabelPrefix}/allowed-namespaces`
 /** On the Node: the relay pod (namespace/name) that carries the API server's connections to its kubelet API; absent when direct. */
 export const RelayAnnotation = `${LabelPrefix}/relay`
 /** The same, set by `pods` on each pod it prints (the ENDPOINT column): `direct`, or the relay pod. */

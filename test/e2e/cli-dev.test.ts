@@ -334,14 +334,16 @@ describeE2e('kubectl vnode dev', () => {
     expect(d.metadata!.annotations?.[DevReplacedAnnotation]).toBeUndefined()
   })
 
-  test("a node that does not accept the namespace: the node's reason, exit 1, and the dev pod deleted", async () => {
+  test('a node that does not accept the namespace (its vnode.dev/allowed-namespaces): refused before anything is made, exit 1', async () => {
     const strict = uniqueName('strict')
     await startVnode(strict, ['--allowed-namespaces', 'kube-public']).ready()
-    const d = dev(['deploy/web', '--node', strict, '--no-watch', '--', 'python3', 'server.py'])
-    expect(await d.exitCode()).toBe(1)
-    expect(d.err).toMatch(/error: the pod failed before its container ran: NamespaceNotAllowed: .*namespace "[^"]+" may not run pods on node/)
-    expect(d.err).toMatch(/pod\/web-dev-[0-9a-f]{5} deleted/)
+    const r = await vnode(['dev', '-n', ns, 'deploy/web', '--node', strict, '--no-watch', '--', 'python3', 'server.py'])
+    expect(r.exitCode).toBe(1)
+    expect(r.stderr).toContain(`error: node "${strict}" runs pods of namespace kube-public only, not "${ns}"`)
+    expect(r.stderr).not.toMatch(/pod\/web-dev-[0-9a-f]{5} created/)
     expect(await devPods()).toEqual([])
+    const d: V1Deployment = await deployment()
+    expect(d.spec!.replicas).toBe(1)
   })
 
   testWhen(onPath('bwrap'), 'the namespaces sandbox needs bwrap')('in a sandbox the current directory is at its own path; a crash restarts the container and dev says how it ended', async () => {

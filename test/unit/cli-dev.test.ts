@@ -1,8 +1,8 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1Node, V1Pod, V1PodTemplateSpec} from '@kubernetes/client-node'
-import {DevPodLabel, DevReplacedAnnotation, DevWorkloadAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
+import {AllowedNamespacesAnnotation, DevPodLabel, DevReplacedAnnotation, DevWorkloadAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
 import {buildDevPod, chooseDevContainer, devPodName, WorkdirVolume, type DevPodInput} from '../../src/cli/dev/dev-pod.js'
-import {chooseNode} from '../../src/cli/dev/node-choice.js'
+import {checkNamespaceAllowed, chooseNode} from '../../src/cli/dev/node-choice.js'
 import {instanceToRead, podChanges} from '../../src/cli/dev/pod-follow.js'
 import {parsePortMapping} from '../../src/cli/dev/port-forward.js'
 import {parseSavedScale} from '../../src/cli/dev/replace.js'
@@ -193,6 +193,18 @@ describe('the node', () => {
     expect(() => chooseNode(nodes, 'kubelet')).toThrow('node "kubelet" is not a vnode node')
     expect(() => chooseNode(nodes, 'old')).toThrow('node "old" is not Ready')
     expect(() => chooseNode(nodes, 'gone')).toThrow('node "gone" not found')
+  })
+
+  test("the node's allowed namespaces refuse a dev pod of another namespace before anything is made; * or no annotation allows every one", () => {
+    const annotated = (value: string | undefined): V1Node => ({
+      ...node('n', true, true),
+      metadata: {name: 'n', labels: {[NodeMarkerLabel]: 'true'}, annotations: value === undefined ? {} : {[AllowedNamespacesAnnotation]: value}},
+    })
+    const strict = chooseNode([annotated('team-a, team-b')], undefined)
+    expect(strict.allowedNamespaces).toEqual(['team-a', 'team-b'])
+    expect(() => checkNamespaceAllowed(strict, 'team-b')).not.toThrow()
+    expect(() => checkNamespaceAllowed(strict, 'default')).toThrow('node "n" runs pods of namespaces team-a, team-b only, not "default"')
+    for (const open of [annotated('*'), annotated(undefined)]) expect(() => checkNamespaceAllowed(chooseNode([open], undefined), 'default')).not.toThrow()
   })
 })
 

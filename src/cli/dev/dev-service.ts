@@ -10,7 +10,7 @@ import type {KubeSession} from '../session.js'
 import {buildDevPod, restartValue, scratchClaims} from './dev-pod.js'
 import {FileWatcher} from './file-watch.js'
 import {DefaultIgnores, globRegExp, watchRoot, type WatchRoot} from './globs.js'
-import {findNode} from './node-choice.js'
+import {checkNamespaceAllowed, findNode} from './node-choice.js'
 import {DevPodFollower, type DevPodEnd} from './pod-follow.js'
 import {PortForwarder, type PortMapping} from './port-forward.js'
 import {assertScalable, restoreScale, scaleToZero} from './replace.js'
@@ -53,6 +53,7 @@ export async function runDev(session: KubeSession, o: DevOptions, emit: (p: DevP
   const workload = await readWorkload(session, o.namespace, o.workload)
   if (o.replace) assertScalable(o.workload)
   const node = await findNode(session, o.node)
+  checkNamespaceAllowed(node, o.namespace)
   const roots = o.watch ? watchRoots(o) : []
   const pod = buildDevPod({workload, namespace: o.namespace, container: o.container, command: o.command, cwd: o.cwd, node, probes: o.probes, suffix: randomBytes(3).toString('hex').slice(0, 5)})
   const name = pod.metadata!.name!

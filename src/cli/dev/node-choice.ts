@@ -1,5 +1,5 @@
 import type {V1Node, V1Taint} from '@kubernetes/client-node'
-import {NodeMarkerLabel} from '../../common/labels.js'
+import {AllowedNamespacesAnnotation, NodeMarkerLabel} from '../../common/labels.js'
 import {UserError} from '../../errors.js'
 import type {KubeSession} from '../session.js'
 
@@ -7,6 +7,27 @@ import type {KubeSession} from '../session.js'
 export interface ChosenNode {
   name: string
   taints: V1Taint[]
+  /** The namespaces whose pods the node runs; undefined: every namespace (or a node that does not say). */
+  allowedNamespaces?: string[]
+}
+
+/** The node's vnode.dev/allowed-namespaces annotation: a list, or undefined for `*` or none. */
+function allowedOn(node: V1Node): string[] | undefined {
+  const value = node.metadata?.annotations?.[AllowedNamespacesAnnotation]
+  if (value === undefined || value.trim() === '*') return undefined
+  return value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+}
+
+/** Refused before anything is made: a namespace the node would not admit pods from. */
+export function checkNamespaceAllowed(node: ChosenNode, namespace: string): void {
+  const allowed = node.allowedNamespaces
+  if (!allowed || allowed.includes(namespace)) return
+  throw new UserError(
+    `node "${node.name}" runs pods of namespace${allowed.length > 1 ? 's' : ''} ${allowed.join(', ')} only, not "${namespace}": use -n, or restart it with kubectl vnode up --allowed-namespaces`,
+  )
 }
 
 function isReady(node: V1Node): boolean {
@@ -24,7 +45,7 @@ function isVnode(node: V1Node): boolean {
  * none, or several to choose from.
  */
 export function chooseNode(nodes: V1Node[], wanted: string | undefined): ChosenNode {
-  const chosen = (n: V1Node): ChosenNode => ({name: n.metadata!.name!, taints: n.spec?.taints ?? []})
+  const chosen = (n: V1Node): ChosenNode => ({name: n.metadata!.name!, taints: n.spec?.taints ?? [], allowedNamespaces: allowedOn(n)})
   if (wanted !== undefined) {
     const node = nodes.find((n) => n.metadata?.name === wanted)
     if (!node) throw new UserError(`node "${wanted}" not found`)
