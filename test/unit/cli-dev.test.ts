@@ -187,6 +187,13 @@ describe('the node', () => {
     expect(() => chooseNode([node('a', true, true), node('b', true, true)], undefined)).toThrow('several vnode nodes are Ready (a, b): choose one with --node')
   })
 
+  test('of several Ready vnode nodes, the only one whose up runs on this host; several local ones still need --node', () => {
+    const ready = [node('a', true, true), node('b', true, true), node('c', true, false)]
+    expect(chooseNode(ready, undefined, new Set(['b', 'c'])).name).toBe('b')
+    expect(() => chooseNode(ready, undefined, new Set(['a', 'b']))).toThrow('several vnode nodes are Ready (a, b): choose one with --node')
+    expect(() => chooseNode(ready, undefined, new Set(['c']))).toThrow('several vnode nodes are Ready (a, b): choose one with --node')
+  })
+
   test('--node must be a Ready vnode node', () => {
     const nodes = [node('a', true, true), node('b', true, true), node('kubelet', false, true), node('old', true, false)]
     expect(chooseNode(nodes, 'b').name).toBe('b')

@@ -1,5 +1,8 @@
 import type {V1Node, V1Taint} from '@kubernetes/client-node'
 import {AllowedNamespacesAnnotation, NodeMarkerLabel} from '../../common/labels.js'
+import {readdirSync} from 'node:fs'
+import {join} from 'node:path'
+import {stateBase} from '../../common/state-dirs.js'
 import {UserError} from '../../errors.js'
 import type {KubeSession} from '../session.js'
 
@@ -40,11 +43,12 @@ function isVnode(node: V1Node): boolean {
 
 /**
  * --node, or the only vnode node that is Ready (a node whose `up` has ended
- * stays registered, NotReady: it would leave the dev pod Pending). Refused:
+ * stays registered, NotReady: it would leave the dev pod Pending), or of
+ * several the only one registered from this host (localNames). Refused:
  * a node that is not a vnode node (a kubelet cannot run the local directory),
  * none, or several to choose from.
  */
-export function chooseNode(nodes: V1Node[], wanted: string | undefined): ChosenNode {
+export function chooseNode(nodes: V1Node[], wanted: string | undefined, localNames: ReadonlySet<string> = new Set()): ChosenNode {
   const chosen = (n: V1Node): ChosenNode => ({name: n.metadata!.name!, taints: n.spec?.taints ?? [], allowedNamespaces: allowedOn(n)})
   if (wanted !== undefined) {
     const node = nodes.find((n) => n.metadata?.name === wanted)
@@ -57,8 +61,10 @@ export function chooseNode(nodes: V1Node[], wanted: string | undefined): ChosenN
   if (vnodes.length === 0) throw new UserError('no vnode node in this cluster: start one with `kubectl vnode up`')
   const ready = vnodes.filter(isReady)
   if (ready.length === 0) throw new UserError(`no vnode node is Ready (${names(vnodes)}): is \`kubectl vnode up\` running?`)
-  if (ready.length > 1) throw new UserError(`several vnode nodes are Ready (${names(ready)}): choose one with --node`)
-  return chosen(ready[0])
+  // Several: the one whose `up` runs on this host (its state dir under this user's base), when only one does.
+  const local = ready.filter((n) => localNames.has(n.metadata!.name!))
+  if (ready.length > 1 && local.length !== 1) throw new UserError(`several vnode nodes are Ready (${names(ready)}): choose one with --node`)
+  return chosen(ready.length === 1 ? ready[0] : local[0])
 }
 
 function names(nodes: V1Node[]): string {
@@ -68,5 +74,14 @@ function names(nodes: V1Node[]): string {
 /** The cluster's nodes (a vnode node is told by its label), and the choice among them. */
 export async function findNode(session: KubeSession, wanted: string | undefined): Promise<ChosenNode> {
   const list = await session.core.listNode(wanted === undefined ? {labelSelector: `${NodeMarkerLabel}=true`} : {fieldSelector: `metadata.name=${wanted}`})
-  return chooseNode(list.items, wanted)
+  return chooseNode(list.items, wanted, localNodeNames())
+}
+
+/** Nodes `up` ran on this host with their default state dir (`<state base>/nodes/<name>`). */
+function localNodeNames(): Set<string> {
+  try {
+    return new Set(readdirSync(join(stateBase(), 'nodes')))
+  } catch {
+    return new Set()
+  }
 }
