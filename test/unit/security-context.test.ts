@@ -12,6 +12,8 @@ import {
 } from '../../src/emulator/runtime/container/security-context.js'
 import {identityArgv, namespaceArgs} from '../../src/emulator/runtime/sandbox/security-context.js'
 import {nodeWalls, unmetWall, wallNames} from '../../src/emulator/runtime/sandbox/walls.js'
+import {enterArgv} from '../../src/emulator/runtime/sandbox/spawn.js'
+import {sandboxedProcess} from '../../src/emulator/runtime/process/sandboxed-start.js'
 import {admitPod, type AdmissionNode} from '../../src/emulator/pods/admission.js'
 import {isLocalControlPlane} from '../../src/cli/allowed-namespaces.js'
 import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
@@ -138,6 +140,30 @@ describe('host namespaces on the bwrap command line', () => {
     expect(namespaceArgs(base, 5)).toEqual(['--unshare-pid', '--as-pid-1', '--unshare-ipc', '--unshare-uts', '--hostname', 'web'])
     expect(namespaceArgs({...base, security: {context: ctx, applyIdentity: true, hostPID: true, hostIPC: true, hostNetwork: true}}, 5)).toEqual([])
     expect(namespaceArgs({...base, pidNamespaceOf: 42}, 5)).toEqual(['--pidns', '5', '--unshare-ipc', '--unshare-uts', '--hostname', 'web'])
+  })
+
+  test("exec joins the container's IPC namespace with its mount, UTS and PID ones, unless hostIPC", () => {
+    const nsenter = (argv: string[]) => argv.slice(argv.findIndex((a) => a.endsWith('/nsenter')))
+    const own = sandboxedProcess({...base, security: {context: ctx, applyIdentity: true}})
+    expect(own.hostIPC).toBeUndefined()
+    expect(nsenter(enterArgv(42, '/app', {network: own.netns, hostIPC: own.hostIPC}))).toEqual([
+      expect.stringMatching(/\/nsenter$/),
+      '--target=42',
+      '--mount',
+      '--uts',
+      '--ipc',
+      '--pid',
+      '--root',
+      '--wdns=/app',
+      '--',
+    ])
+    const host = sandboxedProcess({...base, security: {context: ctx, applyIdentity: true, hostIPC: true}})
+    expect(host.hostIPC).toBe(true)
+    expect(enterArgv(42, '/', {network: true, hostIPC: host.hostIPC})).not.toContain('--ipc')
+    // Unprivileged: the layer's user namespace first, then the same namespaces; cgroups before all of them.
+    const argv = enterArgv(42, '/', {network: false, layerUserNamespaceOf: 41}, ['/sys/fs/cgroup/a/cgroup.procs'])
+    expect(argv.slice(argv.indexOf('--target=42'))).toEqual(['--target=42', '--user=/proc/41/ns/user', '--preserve-credentials', '--mount', '--uts', '--ipc', '--pid', '--root', '--wdns=/', '--'])
+    expect(argv.slice(3, 6)).toEqual(['vnode-place', '/sys/fs/cgroup/a/cgroup.procs', '--'])
   })
 })
 

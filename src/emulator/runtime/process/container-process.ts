@@ -301,7 +301,9 @@ export class ContainerProcess {
 
   /** The argv prefix that runs a program in this container's namespaces; empty for a bare host process. */
   enterArgv(cwd: string, cgroupProcs: string[] = []): string[] {
-    return this.sandboxed ? [...enterArgv(this.pid, cwd, this.sandboxed.netns, cgroupProcs, this.sandboxed.layerUserNamespace ? this.pgid : undefined), ...(this.sandboxed.identity ?? [])] : []
+    if (!this.sandboxed) return []
+    const {netns, hostIPC, layerUserNamespace, identity} = this.sandboxed
+    return [...enterArgv(this.pid, cwd, {network: netns, hostIPC, layerUserNamespaceOf: layerUserNamespace ? this.pgid : undefined}, cgroupProcs), ...(identity ?? [])]
   }
 
   /** The container's stdin pipe, when it was started with one and it is still open. */

@@ -44,6 +44,8 @@ export interface AdoptSpec {
 export interface SandboxedProcess {
   netns: boolean
   sharedPid?: boolean
+  /** hostIPC: it has the host's IPC namespace, which exec does not join (it has its own otherwise). */
+  hostIPC?: boolean
   /** Its writable layer's user namespace (unprivileged): held by bwrap's own process, the one exec joins first. */
   layerUserNamespace?: boolean
   /** The setpriv argv of the container's identity (sandbox/security-context.ts): exec, probes and hooks run as the container does. */
