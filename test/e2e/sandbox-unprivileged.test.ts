@@ -114,7 +114,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     // The walls of an unprivileged node: its user only, and a spec asking for another waits with the reason.
     const uid = isRoot ? Nobody : process.getuid!()
     const wallList = (await c.core.readNode({name})).metadata?.annotations?.['vnode.dev/walls'] ?? ''
-    expect(wallList.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'no-new-privs', `user-${uid}-only`]))
+    expect(wallList.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'no-new-privs', `user-${uid}-only`, 'writable-layer', 'hidden-paths']))
     expect(wallList.split(',')).not.toContain('capabilities')
     const status = 'id -u; grep -E "^(CapEff|NoNewPrivs)" /proc/self/status'
     await c.core.createNamespacedPod({

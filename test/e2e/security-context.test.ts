@@ -38,7 +38,7 @@ describeE2e('securityContext as the kubelet applies it (sandbox, as root)', () =
 
   test('the node says its walls', async () => {
     const r = await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.annotations.vnode\\.dev/walls}'])
-    expect(r.stdout.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'users', 'capabilities', 'no-new-privs']))
+    expect(r.stdout.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'users', 'capabilities', 'no-new-privs', 'writable-layer', 'hidden-paths']))
   })
 
   test('runAsUser, runAsGroup, supplementalGroups and fsGroup: id, no capabilities left to a non-root user, an emptyDir of the fsGroup', async () => {
