@@ -188,6 +188,55 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       )
       expect(waiting.reason).toBe('CreateContainerConfigError')
       expect(waiting.message).toMatch(new RegExp(`^runAsUser ${other} cannot be honoured on this node: vnode runs as uid ${uid}`))
+      // readOnlyRootFilesystem: no layer, a write outside volumes fails with EROFS (here too, not only as root).
+      const roMarker = join(layered === '/tmp' ? tmpdir() : layered, `vnode-unpriv-ro-${ns}`)
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'ro'},
+          spec: {
+            nodeName: name,
+            restartPolicy: 'Never',
+            automountServiceAccountToken: false,
+            containers: [{name: 'main', image: 'sh', command: ['/bin/sh', '-c', `touch ${roMarker}; echo rc=$?`], securityContext: {readOnlyRootFilesystem: true}}],
+          },
+        },
+      })
+      // runAsNonRoot with runAsUser 0: refused with the kubelet's message before anything else is looked at.
+      const refused = await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'nonroot'},
+          spec: {
+            nodeName: name,
+            automountServiceAccountToken: false,
+            securityContext: {runAsNonRoot: true, runAsUser: 0},
+            containers: [{name: 'main', image: 'sh', command: ['/bin/sh', '-c', 'sleep 30']}],
+          },
+        },
+      })
+      const ro = await waitFor(
+        async () => {
+          const r = await kubectl(['logs', '-n', ns, 'ro'])
+          return r.exitCode === 0 && r.stdout.includes('rc=') ? r.stdout : undefined
+        },
+        'the read-only pod to try its write',
+        30_000,
+        300,
+      )
+      expect(ro).toMatch(/Read-only file system/)
+      expect(ro).toMatch(/^rc=1$/m)
+      expect(existsSync(roMarker)).toBe(false)
+      const nonroot = await waitFor(
+        async () => {
+          const w = (await c.core.readNamespacedPod({namespace: ns, name: 'nonroot'})).status?.containerStatuses?.[0]?.state?.waiting
+          return w?.reason === 'CreateContainerConfigError' ? w : undefined
+        },
+        'runAsNonRoot to be refused',
+        30_000,
+        300,
+      )
+      expect(nonroot.message).toBe(`container's runAsUser breaks non-root policy (pod: "nonroot_${ns}(${refused.metadata!.uid})", container: main)`)
       expect(await node.stop()).toBe(0)
       node = undefined
     },
