@@ -2,7 +2,7 @@ import {describe, expect, test} from '@jest/globals'
 import {spawnSync} from 'node:child_process'
 import {existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
-import {join} from 'node:path'
+import {dirname, join} from 'node:path'
 import {bwrapArgs} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {DefaultHiddenPaths, hiddenPaths, kubeconfigReferences} from '../../src/emulator/runtime/sandbox/hidden-paths.js'
 import {
@@ -62,6 +62,9 @@ describe('the writable layer', () => {
       await expect(prepareRootLayer('/tmp/a,b', 'root', ['/usr'])).rejects.toThrow(/overlay mount option/)
     } finally {
       removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
     }
   })
 
@@ -88,6 +91,9 @@ describe('the writable layer', () => {
       expect(() => statSync(dir)).toThrow()
     } finally {
       removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
     }
   })
 
@@ -111,6 +117,9 @@ describe('the writable layer', () => {
       }
     } finally {
       removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
     }
   })
 
