@@ -26,7 +26,7 @@ export interface HostFacts {
   sandbox: {mode: 'namespaces' | 'none'; reason?: string}
   /** Found on PATH. */
   programs: {bwrap: boolean; nsenter: boolean; iptables: boolean}
-  /** wallNames(nodeWalls(mode)): what a pod gets. */
+  /** wallNames(withFsWalls(nodeWalls(mode), ...)): what a pod gets, the writable layer as the trial found it. */
   walls: string[]
   /** Any user, group and capability set in a container (root with the sandbox). */
   identity: boolean

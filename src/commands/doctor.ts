@@ -91,7 +91,8 @@ async function hostFacts(request: DoctorRequest): Promise<HostFacts> {
   const sandbox = await rt.detectSandbox(request.sandbox === 'none' ? 'none' : 'auto')
   const probeDir = mkdtempSync(join(tmpdir(), 'vnode-doctor-'))
   const layer = await rt.detectRootLayer(sandbox.mode, probeDir).finally(() => rmSync(probeDir, {recursive: true, force: true}))
-  const walls = rt.nodeWalls(sandbox.mode)
+  // The filesystem walls `up` would settle: the layer by the same trial, the hidden paths wherever there is a sandbox.
+  const walls = rt.withFsWalls(rt.nodeWalls(sandbox.mode), sandbox.mode === 'namespaces' ? {...(layer.mode ? {layer: layer.mode} : {}), hide: []} : undefined)
   const cgroups = rt.detectCgroups(request.cgroups)
   const podNetwork = await rt.detectPodNetwork(request.podNetwork === 'off' ? 'off' : 'auto', sandbox.mode === 'namespaces')
   const port = request.port ?? DefaultKubeletPort

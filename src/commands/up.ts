@@ -1,5 +1,7 @@
 import {Command, Flags} from '@oclif/core'
 import type {Emulator, EmulatorOptions} from '../emulator/emulator.js'
+import type {ProviderFactory} from '../emulator/provider/handler.js'
+import type {SandboxWalls} from '../emulator/runtime/host.js'
 import {parseDuration} from '../cli/duration.js'
 import {kubeFlags} from '../cli/flags.js'
 import {UserError} from '../errors.js'
@@ -135,11 +137,9 @@ export default class Up extends Command {
     ] as const) {
       for (const p of paths ?? []) if (!p.startsWith('/') && p !== '~' && !p.startsWith('~/')) throw new UserError(`invalid ${flag} ${p}: must be an absolute path or start with ~/`)
     }
-    const {nodeWalls, wallNames} = await import('../emulator/runtime/host.js')
+    const {nodeWalls, wallNames, withFsWalls} = await import('../emulator/runtime/host.js')
     const {AllowedNamespacesAnnotation, WallsAnnotation} = await import('../common/labels.js')
     const {modeLine} = await import('../kubectl/doctor-report.js')
-    const wallNameList = wallNames(nodeWalls(sandbox.mode))
-    const wallList = wallNameList.join(',')
     const podNetworkFlag = flags['pod-network'] as 'auto' | 'on' | 'off'
     const sandboxPool = parsePoolSize(flags['sandbox-pool'])
     const {loadKubeConfig} = await import('../emulator/kube/client.js')
@@ -167,7 +167,7 @@ export default class Up extends Command {
       memory: flags.memory,
       pods: flags.pods,
       labels: {[SandboxLabel]: sandbox.mode, [CgroupsLabel]: cgroups.mode, ...Object.fromEntries((flags.label ?? []).map(parseLabel('--label')))},
-      annotations: {[WallsAnnotation]: wallList, [PodNetworkAnnotation]: podNetwork, [AllowedNamespacesAnnotation]: allowed.namespaces?.join(',') ?? '*'},
+      annotations: {[PodNetworkAnnotation]: podNetwork, [AllowedNamespacesAnnotation]: allowed.namespaces?.join(',') ?? '*'},
       allowedNamespaces: allowed.namespaces,
       taints: (flags.taint ?? []).map(parseTaint),
       defaultTaint: !flags['no-default-taint'],
@@ -177,43 +177,6 @@ export default class Up extends Command {
       manifestsDir: flags.manifests === undefined ? undefined : resolve(flags.manifests),
       virtualKubeletEvents: flags['virtual-kubelet-events'],
       reregister: !flags['no-reregister'],
-      provider: async (ctx) => {
-        const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
-        const log = (line: string) => notes.write(line)
-        // Said once the node is registered, so input that fails earlier prints only its error.
-        log(`allowed namespaces: ${allowed.why}`)
-        const network = await podNetworkFor(ctx, podNetworkFlag, sandbox.mode === 'namespaces', log, sandboxPool).catch((error: Error) => {
-          throw new UserError(error.message)
-        })
-        // The line `kubectl vnode doctor` ends with: the mode, its walls.
-        log(modeLine({sandbox: sandbox.mode, walls: wallNameList, cgroups: cgroups.mode, podNetwork: network ? 'on' : 'off'}))
-        const walls = await sandboxWalls({
-          sandbox: flags['fs-walls'] === 'off' ? 'none' : sandbox.mode,
-          stateDir: ctx.stateDir,
-          kubeconfig: flags.kubeconfig,
-          hide: flags.hide,
-          expose: flags.expose,
-          path: process.env.PATH,
-          log,
-        })
-        // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
-        return ProcessProvider.create(ctx, {
-          images,
-          sandbox: sandbox.mode,
-          walls,
-          path: process.env.PATH,
-          cgroups,
-          podPidsLimit: flags['pod-max-pids'],
-          network,
-          hostNetworkReason: network ? undefined : (podNetworkDetection.reason ?? 'the pod network could not be set up'),
-          dns: {
-            clusterDNS: await clusterDnsFor(ctx.services, ctx.kc, (message) => {
-              log(`cluster DNS: ${message}`)
-              void ctx.recorder.record({kind: 'Node', apiVersion: 'v1', name: ctx.nodeName, uid: ctx.nodeName}, 'Warning', EventReason.ClusterDnsUnavailable, message)
-            }),
-          },
-        })
-      },
       shutdownGraceSeconds: flags['shutdown-grace'],
       qps: flags['kube-api-qps'],
       burst: flags['kube-api-burst'],
@@ -231,8 +194,58 @@ export default class Up extends Command {
         nodeSelector: Object.fromEntries((flags['relay-node-selector'] ?? []).map(parseLabel('--relay-node-selector'))),
       },
     }
+    const log = (line: string) => notes.write(line)
+    /** The node's provider, with the filesystem walls settled for its state dir and the names of all its walls. */
+    const provider =
+      (walls: SandboxWalls | undefined, wallNameList: string[]): ProviderFactory =>
+      async (ctx) => {
+        const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
+        // Said once the node is registered, so input that fails earlier prints only its error.
+        log(`allowed namespaces: ${allowed.why}`)
+        const network = await podNetworkFor(ctx, podNetworkFlag, sandbox.mode === 'namespaces', log, sandboxPool).catch((error: Error) => {
+          throw new UserError(error.message)
+        })
+        // The line `kubectl vnode doctor` ends with: the mode, its walls.
+        log(modeLine({sandbox: sandbox.mode, walls: wallNameList, cgroups: cgroups.mode, podNetwork: network ? 'on' : 'off'}))
+        // Containers find the user's toolchain (pyenv, nvm, venv, asdf shims) on the PATH `up` was started with.
+        return ProcessProvider.create(ctx, {
+          images,
+          sandbox: sandbox.mode,
+          walls,
+          path: process.env.PATH,
+          cgroups,
+          podPidsLimit: flags['pod-max-pids'],
+          network,
+          hostNetworkReason: network ? undefined : (podNetworkDetection.reason ?? 'the pod network could not be set up'),
+          dns: {
+            clusterDNS: await clusterDnsFor(ctx.services, ctx.kc, (message) => {
+              log(`cluster DNS: ${message}`)
+              void ctx.recorder.record({kind: 'Node', apiVersion: 'v1', name: ctx.nodeName, uid: ctx.nodeName}, 'Warning', EventReason.ClusterDnsUnavailable, message)
+            }),
+          },
+        })
+      }
     const {nodeOptions, runNodes} = await import('../cli/up-service.js')
-    await runNodes(nodeOptions(base, flags.nodes), {rm: flags.rm, render: (emulators, stop) => this.render(emulators, flags, stop, notes)})
+    const {defaultStateDir, validateNodeName} = await import('../emulator/emulator-config.js')
+    const nodes: EmulatorOptions[] = []
+    for (const o of nodeOptions(base, flags.nodes)) {
+      // A name the emulator would refuse makes no state dir.
+      validateNodeName(o.name)
+      // Settled before the node registers, in its own state dir (the emulator's rule), where the writable layer's
+      // trial overlay is made: whether it has a layer and hidden paths is in its walls annotation from the start.
+      const walls = await sandboxWalls({
+        sandbox: flags['fs-walls'] === 'off' ? 'none' : sandbox.mode,
+        stateDir: o.stateDir ?? defaultStateDir(o.name),
+        kubeconfig: flags.kubeconfig,
+        hide: flags.hide,
+        expose: flags.expose,
+        path: process.env.PATH,
+        log,
+      })
+      const names = wallNames(withFsWalls(nodeWalls(sandbox.mode), walls))
+      nodes.push({...o, annotations: {...o.annotations, [WallsAnnotation]: names.join(',')}, provider: provider(walls, names)})
+    }
+    await runNodes(nodes, {rm: flags.rm, render: (emulators, stop) => this.render(emulators, flags, stop, notes)})
   }
 
   /**

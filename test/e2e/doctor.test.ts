@@ -89,7 +89,7 @@ describeE2e('kubectl vnode doctor', () => {
       expect(report.ok).toBe(true)
       expect(report.host.uid).toBe(0)
       for (const id of ['sandbox', 'walls', 'cgroups', 'kubelet-port', 'cluster', 'relay']) expect([id, byId[id].verdict, byId[id].why]).toEqual([id, 'ok', expect.any(String)])
-      expect(byId.walls.why).toBe('mount,pid,ipc,uts,no-new-privs,proc-masks,users,capabilities,read-only-root')
+      expect(byId.walls.why).toBe('mount,pid,ipc,uts,no-new-privs,proc-masks,users,capabilities,read-only-root,writable-layer,hidden-paths')
       expect(byId.cgroups.why).toMatch(/^cgroup v[12]: limits enforced/)
       expect(byId['pod-network']).toMatchObject({verdict: 'off', fix: {command: 'kubectl vnode up --pod-network on'}})
       expect(byId.cluster.why).toMatch(/^https:\/\/127\.0\.0\.1:\d+ \(Kubernetes v1\.\d+\.\d+\)/)
@@ -98,7 +98,9 @@ describeE2e('kubectl vnode doctor', () => {
       expect(byId.services.verdict).toBe(dnsService ? 'ok' : 'missing')
       if (!dnsService) expect(byId.services.why).toBe('no kube-dns Service in kube-system')
       expect(byId.metrics).toMatchObject({verdict: 'missing', why: expect.stringContaining('metrics-server is not installed')})
-      expect(report.mode).toMatch(/^mode: sandbox namespaces, cgroups v[12], pod network off; walls mount,pid,ipc,uts,no-new-privs,proc-masks,users,capabilities,read-only-root$/)
+      expect(report.mode).toMatch(
+        /^mode: sandbox namespaces, cgroups v[12], pod network off; walls mount,pid,ipc,uts,no-new-privs,proc-masks,users,capabilities,read-only-root,writable-layer,hidden-paths$/,
+      )
 
       const on = await json(['--pod-network', 'on', '--sandbox', 'namespaces'])
       expect(on).toMatchObject({exitCode: 0, report: {ok: true}})

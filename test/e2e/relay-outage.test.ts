@@ -53,6 +53,7 @@ describeE2e('up --relay through outages: the relay process killed, the API serve
   }
 
   beforeAll(async () => {
+    // Every test here is when(...), on the same condition: skipped without it, failed under CI.
     if (!python || !hasBwrap) return
     // The default control plane: as root its nodes' pods have a network of their own, the relay pod's too, whose
     // tunnel port listens on its loopback only (port-forward dials it inside the pod's namespace).

@@ -74,6 +74,7 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
   })
 
   beforeAll(async () => {
+    // Every test here is when(...) (or whenFirewalled, which needs more), on the same condition: skipped without it, failed under CI.
     if (!python || !hasBwrap) return
     c = await clients()
     await createNamespace(c.core, ns)

@@ -94,6 +94,7 @@ describeE2e('the warm pool of pod network sandboxes', () => {
   beforeAll(async () => {
     c = await clients()
     await createNamespace(c.core, ns)
+    // Every test here is rootTest(...): skipped without root, failed under CI.
     if (!root) return
     vnode = startVnode(node, args)
     await vnode.ready(60_000)
@@ -278,6 +279,7 @@ describeE2e('the warm pool when sandbox setups fail', () => {
   beforeAll(async () => {
     c = await clients()
     await createNamespace(c.core, ns)
+    // Every test here is rootTest(...): skipped without root, failed under CI.
     if (!root) return
     // The Node made first with its pod CIDR (immutable once set): vnode registers over it and reads it.
     await c.core.createNode({body: {metadata: {name: node}, spec: {podCIDR: PodCidr, podCIDRs: [PodCidr]}}})

@@ -1,4 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {readlinkSync} from 'node:fs'
 import {hostname} from 'node:os'
 import {KubectlFixture} from './kubectl-fixture.js'
 import {createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
@@ -37,7 +38,7 @@ describeE2e('securityContext as the kubelet applies it (sandbox, as root)', () =
 
   test('the node says its walls', async () => {
     const r = await kubectl(['get', 'node', f.nodeName, '-o', 'jsonpath={.metadata.annotations.vnode\\.dev/walls}'])
-    expect(r.stdout.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'users', 'capabilities', 'no-new-privs']))
+    expect(r.stdout.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'users', 'capabilities', 'no-new-privs', 'writable-layer', 'hidden-paths']))
   })
 
   test('runAsUser, runAsGroup, supplementalGroups and fsGroup: id, no capabilities left to a non-root user, an emptyDir of the fsGroup', async () => {
@@ -131,6 +132,25 @@ describeE2e('securityContext as the kubelet applies it (sandbox, as root)', () =
     expect(own).toMatch(/^pid=1$/m)
     expect(own).not.toMatch(/sees-vnode/)
     expect(own.trim().split('\n').at(-1)).toBe('ownpid')
+  })
+
+  test("kubectl exec joins the container's IPC namespace: its own, or the host's with hostIPC", async () => {
+    const hostIpc = readlinkSync('/proc/self/ns/ipc')
+    await f.create({metadata: {name: 'ipc-own'}, spec: {terminationGracePeriodSeconds: 1, containers: [shell('main', 'sleep 300')]}})
+    await f.create({metadata: {name: 'ipc-host'}, spec: {terminationGracePeriodSeconds: 1, hostIPC: true, containers: [shell('main', 'sleep 300')]}})
+    const namespaces = async (name: string) => {
+      await f.waitRow(name, (r) => r.status === 'Running', 'to run')
+      // The exec'd shell's and the container's main process's (PID 1 of its PID namespace).
+      const r = await kubectl(['exec', '-n', f.ns, name, '--', '/bin/sh', '-c', 'readlink /proc/self/ns/ipc /proc/1/ns/ipc'])
+      expect(r.exitCode).toBe(0)
+      return r.stdout.trim().split('\n')
+    }
+    const [execOwn, mainOwn] = await namespaces('ipc-own')
+    expect(execOwn).toMatch(/^ipc:\[\d+\]$/)
+    expect(execOwn).toBe(mainOwn)
+    expect(execOwn).not.toBe(hostIpc)
+    const [execHost, mainHost] = await namespaces('ipc-host')
+    expect([execHost, mainHost]).toEqual([hostIpc, hostIpc])
   })
 })
 

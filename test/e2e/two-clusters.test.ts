@@ -53,6 +53,7 @@ describeE2e('two local clusters on one host', () => {
   const bridges: string[] = []
 
   beforeAll(async () => {
+    // Every test here is rootOnly(...): skipped without root, failed under CI.
     if (!isRoot()) return
     for (const name of ['a', 'b']) {
       const dir = join(base, name)

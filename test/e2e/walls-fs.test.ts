@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa} from 'execa'
-import {existsSync, mkdtempSync, readdirSync, readFileSync, rmSync} from 'node:fs'
+import {existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
@@ -100,6 +100,27 @@ describeE2e('the sandbox walls: root filesystem, hidden paths, exec inside', () 
     expect(readFileSync(join(out, 'opt'), 'utf8')).toContain('Read-only file system')
     expect(readFileSync(join(out, 'tmp'), 'utf8')).toContain('Read-only file system')
     expect(existsSync(`/tmp/vnode-ro-${f.ns}`)).toBe(false)
+  })
+
+  test("the layer's mount step runs the host's mount(8), never one found on the container's PATH", async () => {
+    // A directory of the host any local user could fill (the host's /tmp), named first on the pod's PATH.
+    const planted = mkdtempSync('/tmp/vnode-path-')
+    const ran = join(planted, 'ran')
+    try {
+      writeFileSync(join(planted, 'mount'), `#!/bin/sh\ntouch ${ran}\nexec /usr/bin/mount "$@"\n`, {mode: 0o755})
+      const out = f.out('path')
+      await f.create({
+        metadata: {name: 'path'},
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          containers: [shell('main', `mkdir -p ${out}; echo started > ${out}/done; while :; do sleep 1; done`, {env: [{name: 'PATH', value: `${planted}:/usr/sbin:/usr/bin:/sbin:/bin`}]})],
+        },
+      })
+      expect(await f.file('path/done')).toBe('started\n')
+      expect(existsSync(ran)).toBe(false)
+    } finally {
+      rmSync(planted, {recursive: true, force: true})
+    }
   })
 
   test('the control plane CA key, the kubeconfig and another pod token are unreadable by absolute and relative path: main process, kubectl exec, kubectl cp', async () => {

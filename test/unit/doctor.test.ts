@@ -2,7 +2,7 @@ import {describe, expect, test} from '@jest/globals'
 import {type ClusterFacts, diagnose, type DoctorRequest, type HostFacts, installCommands, osFamily, osName} from '../../src/cli/doctor.js'
 import {doctorText, fixLines} from '../../src/ui/doctor-output.js'
 
-const Walls = ['mount', 'pid', 'ipc', 'uts', 'no-new-privs', 'proc-masks', 'users', 'capabilities', 'read-only-root']
+const Walls = ['mount', 'pid', 'ipc', 'uts', 'no-new-privs', 'proc-masks', 'users', 'capabilities', 'read-only-root', 'writable-layer', 'hidden-paths']
 
 /** Everything there, as root on a Debian host. */
 const full: HostFacts = {
@@ -88,7 +88,7 @@ describe('doctor verdicts', () => {
     const h: HostFacts = {
       ...full,
       uid: 65534,
-      walls: ['mount', 'pid', 'ipc', 'uts', 'no-new-privs', 'proc-masks', 'user-65534-only', 'read-only-root'],
+      walls: ['mount', 'pid', 'ipc', 'uts', 'no-new-privs', 'proc-masks', 'user-65534-only', 'read-only-root', 'writable-layer', 'hidden-paths'],
       identity: false,
       cgroups: {mode: 'none', reason: 'cgroup v1: cannot create a cgroup in /sys/fs/cgroup/memory: EACCES'},
       podNetwork: {enabled: false, reason: 'it needs root'},

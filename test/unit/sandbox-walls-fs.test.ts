@@ -1,12 +1,13 @@
 import {describe, expect, test} from '@jest/globals'
-import {mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {spawnSync} from 'node:child_process'
+import {existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
-import {join} from 'node:path'
+import {dirname, join} from 'node:path'
 import {bwrapArgs} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {DefaultHiddenPaths, hiddenPaths, kubeconfigReferences} from '../../src/emulator/runtime/sandbox/hidden-paths.js'
 import {
   layerPrefix,
-  LayerScript,
+  LayerScripts,
   layerWrittenDirs,
   prepareRootLayer,
   readMountPoints,
@@ -15,6 +16,7 @@ import {
   retiringLayers,
   topLevelDirs,
 } from '../../src/emulator/runtime/sandbox/root-layer.js'
+import {forgetHostRoot, hostRootEntries, SettledMs} from '../../src/emulator/runtime/sandbox/host-root.js'
 import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
 import {localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
 
@@ -37,12 +39,12 @@ describe('the writable layer', () => {
     expect(dirs.subMounts).toEqual(['/mnt/a b', '/tmp/x'])
   })
 
-  test('an fstab of one overlay per directory, uppers with the lower mode; the prefix mounts it in a namespace of its own, then runs bwrap', () => {
+  test('an fstab of one overlay per directory, uppers with the lower mode; the prefix mounts it in a namespace of its own, then runs bwrap', async () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
     try {
       // This host's own mounts below /tmp (another test's) would keep /tmp out of a user namespace's overlays: the table is given.
-      const layer = prepareRootLayer(dir, 'user-namespace', ['/tmp', '/usr'], ['/', '/proc'])
-      const fstab = readFileSync(layer.fstab, 'utf8')
+      const layer = await prepareRootLayer(dir, 'user-namespace', ['/tmp', '/usr'], ['/', '/proc'])
+      const fstab = readFileSync(layer.fstab!, 'utf8')
       expect(fstab).toContain(`overlay ${dir}/merged/tmp overlay lowerdir=/tmp,upperdir=${dir}/upper/tmp,workdir=${dir}/work/tmp,userxattr 0 0`)
       expect(statSync(join(dir, 'upper', 'tmp')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
       expect(layer.overlays).toEqual([
@@ -50,23 +52,27 @@ describe('the writable layer', () => {
         {path: '/usr', merged: join(dir, 'merged', 'usr')},
       ])
       const prefix = layerPrefix(layer)
-      expect(prefix).toEqual(expect.arrayContaining(['--user', '--keep-caps', '--mount', LayerScript, layer.fstab, '--ambient-caps=-all']))
+      // mount(8) by its absolute path, as an argument of the fixed script: never looked up on the container's PATH.
+      expect(prefix).toEqual(expect.arrayContaining(['--user', '--keep-caps', '--mount', LayerScripts.all, expect.stringMatching(/^\/.*\/mount$/), layer.fstab, '--ambient-caps=-all']))
       expect(layerPrefix({...layer, mode: 'root'})).not.toContain('--user')
       // A new instance starts from an empty layer.
       writeFileSync(join(dir, 'upper', 'tmp', 'old'), 'x')
-      prepareRootLayer(dir, 'root', ['/usr'])
+      await prepareRootLayer(dir, 'root', ['/usr'])
       expect(() => statSync(join(dir, 'upper', 'tmp'))).toThrow()
-      expect(() => prepareRootLayer('/tmp/a,b', 'root', ['/usr'])).toThrow(/overlay mount option/)
+      await expect(prepareRootLayer('/tmp/a,b', 'root', ['/usr'])).rejects.toThrow(/overlay mount option/)
     } finally {
       removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
     }
   })
 
-  test('as root, one overlay of / covers the directories on the root filesystem; a top-level mount of its own gets its own overlay', () => {
+  test('as root, one overlay of / covers the directories on the root filesystem; a top-level mount of its own gets its own overlay', async () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
     try {
-      const layer = prepareRootLayer(dir, 'root', ['/tmp', '/usr'], ['/', '/proc', '/tmp'])
-      const lines = readFileSync(layer.fstab, 'utf8').trim().split('\n')
+      const layer = await prepareRootLayer(dir, 'root', ['/tmp', '/usr'], ['/', '/proc', '/tmp'])
+      const lines = readFileSync(layer.fstab!, 'utf8').trim().split('\n')
       expect(lines).toEqual([
         `overlay ${dir}/merged overlay lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work 0 0`,
         `overlay ${dir}/mounts/tmp/merged overlay lowerdir=/tmp,upperdir=${dir}/mounts/tmp/upper,workdir=${dir}/mounts/tmp/work 0 0`,
@@ -85,7 +91,49 @@ describe('the writable layer', () => {
       expect(() => statSync(dir)).toThrow()
     } finally {
       removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
     }
+  })
+
+  test('one overlay (as root, the usual case) is mounted directly, without an fstab; several by one mount -a', async () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
+    try {
+      const layer = await prepareRootLayer(dir, 'root', ['/usr', '/opt'], ['/', '/proc'])
+      expect(layer.fstab).toBeUndefined()
+      expect(existsSync(join(dir, 'fstab'))).toBe(false)
+      expect(layer.mounts).toEqual([{options: `lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work`, target: `${dir}/merged`}])
+      const prefix = layerPrefix(layer)
+      const script = prefix.indexOf(LayerScripts.one)
+      expect(script).toBeGreaterThan(0)
+      expect(prefix.slice(script + 1)).toEqual(['vnode-layer', expect.stringMatching(/^\/.*\/mount$/), layer.mounts[0]!.options, layer.mounts[0]!.target])
+      if (process.getuid?.() === 0) {
+        // The prefix really mounts it, in a mount namespace of its own: the command sees the host's /usr through the overlay.
+        const r = spawnSync(prefix[0]!, [...prefix.slice(1), '/bin/ls', join(dir, 'merged', 'usr')], {encoding: 'utf8'})
+        expect(r.status).toBe(0)
+        expect(r.stdout.split('\n')).toContain('bin')
+        expect(readMountPoints()).not.toContain(join(dir, 'merged'))
+      }
+    } finally {
+      removeRootLayer(dir)
+      // The temporary parent too (and what a second instance retired into it).
+      await retiredLayersRemoved()
+      rmSync(dirname(dir), {recursive: true, force: true})
+    }
+  })
+
+  test('the listing of / is kept while / is unchanged and settled, read again otherwise', () => {
+    forgetHostRoot()
+    const changed = Number(statSync('/', {bigint: true}).mtimeNs / 1_000_000n)
+    // Just changed: a second change in the same tick would keep the mtime, so nothing is kept.
+    expect(hostRootEntries(changed)).not.toBe(hostRootEntries(changed))
+    const later = Math.max(changed, Number(statSync('/', {bigint: true}).ctimeNs / 1_000_000n)) + SettledMs + 1
+    const first = hostRootEntries(later)
+    expect(hostRootEntries(later)).toBe(first)
+    expect(first.map((e) => e.name).sort()).toEqual(readdirSync('/').sort())
+    expect(first.find((e) => e.name === 'usr')).toMatchObject({path: '/usr', kind: 'dir'})
+    forgetHostRoot()
   })
 
   test("a new instance's layer is made at once; the earlier one is moved aside and removed in the background, as is one an earlier process left", async () => {
@@ -93,13 +141,13 @@ describe('the writable layer', () => {
     const parent = mkdtempSync(join(tmpdir(), 'layer-'))
     const dir = join(parent, 'main')
     try {
-      prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      await prepareRootLayer(dir, 'root', ['/usr'], ['/'])
       writeFileSync(join(dir, 'upper', 'written'), 'x')
       mkdirSync(join(dir, 'work', 'work'), {recursive: true, mode: 0})
       // What a vnode process that stopped mid-removal left, and an unrelated sibling.
       mkdirSync(join(parent, 'main.retired-0000/upper'), {recursive: true})
       mkdirSync(join(parent, 'sidecar'))
-      prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      await prepareRootLayer(dir, 'root', ['/usr'], ['/'])
       expect(() => statSync(join(dir, 'upper', 'written'))).toThrow()
       expect(retiringLayers()).toBe(2)
       await retiredLayersRemoved()
@@ -111,7 +159,7 @@ describe('the writable layer', () => {
   })
 
   test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point', () => {
-    const layer = {dir: '/l', fstab: '/l/fstab', mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: []}
+    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: []}
     const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: '/opt/vnode-missing/x', readOnly: false}], hide: [], rootLayer: layer}, {cwd: '/', block: false})
     const idx = args.findIndex((a, i) => a === '--bind' && args[i + 1] === '/l/merged/opt' && args[i + 2] === '/opt')
     expect(idx).toBeGreaterThanOrEqual(0)
@@ -129,7 +177,7 @@ describe('the writable layer', () => {
       const secret = join(root, 'state')
       mkdirSync(sub)
       mkdirSync(join(secret, 'mnt'), {recursive: true})
-      const layer = {dir: '/l', fstab: '/l/fstab', mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')]}
+      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')]}
       const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: join(sub, 'missing', 'x'), readOnly: false}], hide: [secret], rootLayer: layer}, {cwd: '/', block: false})
       const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
       expect(at('--bind', '/l/merged/tmp', '/tmp')).toBeGreaterThanOrEqual(0)

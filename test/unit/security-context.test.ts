@@ -11,7 +11,9 @@ import {
   verifyRunAsNonRoot,
 } from '../../src/emulator/runtime/container/security-context.js'
 import {identityArgv, namespaceArgs} from '../../src/emulator/runtime/sandbox/security-context.js'
-import {nodeWalls, unmetWall, wallNames} from '../../src/emulator/runtime/sandbox/walls.js'
+import {nodeWalls, unmetWall, wallNames, withFsWalls} from '../../src/emulator/runtime/sandbox/walls.js'
+import {enterArgv} from '../../src/emulator/runtime/sandbox/spawn.js'
+import {sandboxedProcess} from '../../src/emulator/runtime/process/sandboxed-start.js'
 import {admitPod, type AdmissionNode} from '../../src/emulator/pods/admission.js'
 import {isLocalControlPlane} from '../../src/cli/allowed-namespaces.js'
 import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
@@ -139,6 +141,30 @@ describe('host namespaces on the bwrap command line', () => {
     expect(namespaceArgs({...base, security: {context: ctx, applyIdentity: true, hostPID: true, hostIPC: true, hostNetwork: true}}, 5)).toEqual([])
     expect(namespaceArgs({...base, pidNamespaceOf: 42}, 5)).toEqual(['--pidns', '5', '--unshare-ipc', '--unshare-uts', '--hostname', 'web'])
   })
+
+  test("exec joins the container's IPC namespace with its mount, UTS and PID ones, unless hostIPC", () => {
+    const nsenter = (argv: string[]) => argv.slice(argv.findIndex((a) => a.endsWith('/nsenter')))
+    const own = sandboxedProcess({...base, security: {context: ctx, applyIdentity: true}})
+    expect(own.hostIPC).toBeUndefined()
+    expect(nsenter(enterArgv(42, '/app', {network: own.netns, hostIPC: own.hostIPC}))).toEqual([
+      expect.stringMatching(/\/nsenter$/),
+      '--target=42',
+      '--mount',
+      '--uts',
+      '--ipc',
+      '--pid',
+      '--root',
+      '--wdns=/app',
+      '--',
+    ])
+    const host = sandboxedProcess({...base, security: {context: ctx, applyIdentity: true, hostIPC: true}})
+    expect(host.hostIPC).toBe(true)
+    expect(enterArgv(42, '/', {network: true, hostIPC: host.hostIPC})).not.toContain('--ipc')
+    // Unprivileged: the layer's user namespace first, then the same namespaces; cgroups before all of them.
+    const argv = enterArgv(42, '/', {network: false, layerUserNamespaceOf: 41}, ['/sys/fs/cgroup/a/cgroup.procs'])
+    expect(argv.slice(argv.indexOf('--target=42'))).toEqual(['--target=42', '--user=/proc/41/ns/user', '--preserve-credentials', '--mount', '--uts', '--ipc', '--pid', '--root', '--wdns=/', '--'])
+    expect(argv.slice(3, 6)).toEqual(['vnode-place', '/sys/fs/cgroup/a/cgroup.procs', '--'])
+  })
 })
 
 function containerSecurityOf(spec: Partial<V1Pod['spec']>) {
@@ -159,6 +185,25 @@ describe('the walls a node cannot build', () => {
     expect(s.ok && unmetWall(ro.pod, ro.c, s.security, w)).toBeUndefined()
     expect(s.ok && unmetWall(ro.pod, ro.c, s.security, nodeWalls('none', 0, 0, [0]))).toMatch(
       /^securityContext\.readOnlyRootFilesystem cannot be honoured on this node: pods run as bare host processes/,
+    )
+  })
+  test('the filesystem walls are named only when up settled them: a writable layer where the trial overlay worked, hidden paths with the fs walls on', () => {
+    const root = nodeWalls('namespaces', 0, 0, [0])
+    const Base = ['mount', 'pid', 'ipc', 'uts', 'no-new-privs', 'proc-masks', 'users', 'capabilities', 'read-only-root']
+    expect(wallNames(withFsWalls(root, {layer: 'root', hide: ['/root/.kube']}))).toEqual([...Base, 'writable-layer', 'hidden-paths'])
+    // The overlay trial failed (walls-fs.ts settles no layer): the host is read-only in every container, still hidden paths.
+    expect(wallNames(withFsWalls(root, {hide: ['/root/.kube']}))).toEqual([...Base, 'hidden-paths'])
+    // --fs-walls off: neither.
+    expect(wallNames(withFsWalls(root, undefined))).toEqual(Base)
+    const unprivileged = wallNames(withFsWalls(nodeWalls('namespaces', 1000, 1000, [1000]), {layer: 'user-namespace', hide: []}))
+    expect(unprivileged.slice(-4)).toEqual(['user-1000-only', 'read-only-root', 'writable-layer', 'hidden-paths'])
+    // Without a sandbox there is nothing to build them in, whatever was settled.
+    expect(wallNames(withFsWalls(nodeWalls('none', 0, 0, [0]), {layer: 'root', hide: []}))).toEqual(['user-0-only'])
+    // A refusal lists the walls the annotation does.
+    const other = pod({securityContext: {runAsUser: 2000}})
+    const o = containerSecurity(other.pod, other.c, {uid: 1000, gid: 1000}, db)
+    expect(o.ok && unmetWall(other.pod, other.c, o.security, withFsWalls(nodeWalls('namespaces', 1000, 1000, [1000]), {hide: []}))).toMatch(
+      /\(walls: mount,pid,ipc,uts,no-new-privs,proc-masks,user-1000-only,read-only-root,hidden-paths\)$/,
     )
   })
   test("unprivileged: only vnode's user and groups; privileged refused", () => {

@@ -6,10 +6,11 @@
  * process-provider.ts.
  */
 export {detectRootLayer, detectSandbox} from './sandbox/detect.js'
+export type {SandboxWalls} from './sandbox/spec.js'
 export {detectCgroups} from './cgroups/detect.js'
 export {clusterDnsFor, detectPodNetwork, isLoopbackServer, podNetworkFor, podNetworkSummary} from './network/node-network.js'
 export {DefaultCniPath, RequiredPlugins} from './network/detect.js'
 export {ImageMap} from './images/image-map.js'
 export {defaultImageMap} from './images/default-images.js'
-export {nodeWalls, wallNames} from './sandbox/walls.js'
+export {nodeWalls, wallNames, withFsWalls} from './sandbox/walls.js'
 export {sandboxWalls} from './sandbox/walls-fs.js'

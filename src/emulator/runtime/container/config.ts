@@ -9,7 +9,7 @@ import {imagePresent, resolveProgram, type ImageMap} from '../images/image-map.j
 import {containerView} from '../sandbox/container-view.js'
 import {containerHostname} from '../sandbox/pod-files.js'
 import type {ContainerSandboxSpec, SandboxMode, SandboxWalls} from '../sandbox/spec.js'
-import {nodeWalls, unmetWall} from '../sandbox/walls.js'
+import {nodeWalls, unmetWall, withFsWalls} from '../sandbox/walls.js'
 import {containerSecurity, hostUserDatabase, parseImageUser} from './security-context.js'
 import {prepareContainerRoot, VolumeRootEnv, type MaterialisedVolume, type RealLink} from '../volumes/volumes.js'
 
@@ -84,7 +84,8 @@ export async function containerConfig(input: ContainerConfigInput): Promise<Cont
   // The kubelet reports the image on every attempt, before the container's config is made.
   input.event('Normal', EventReason.PulledImage, `Container image "${c.spec.image ?? ''}" already present on machine`)
   // The user the image runs as, runAsNonRoot and the rest of securityContext: before the config is made, as the kubelet checks them.
-  const hostWalls = nodeWalls(input.sandboxMode)
+  // With the filesystem walls `up` settled, so a refusal's message lists the walls the node's annotation does.
+  const hostWalls = withFsWalls(nodeWalls(input.sandboxMode), input.walls)
   const imageUser = parseImageUser(input.images.resolve(c.spec.image ?? '')?.entry.user)
   const security = containerSecurity(pod, c.spec, {image: imageUser, uid: hostWalls.uid, gid: hostWalls.gid}, hostUserDatabase())
   if (!security.ok) return {ok: false, reason: security.reason, message: security.message}

@@ -57,7 +57,7 @@ export interface ContainerRecord {
   /** The running instance's cgroup, relative to the node root (cgroups/layout.ts). */
   cgroup?: string
   /** It runs in a pod sandbox: pid is its PID 1, signalled alone. */
-  sandboxed?: {netns: boolean; sharedPid?: boolean; layerUserNamespace?: boolean; identity?: string[]}
+  sandboxed?: {netns: boolean; sharedPid?: boolean; hostIPC?: boolean; layerUserNamespace?: boolean; identity?: string[]}
   /** Its process group when not pid's own (a sandbox's bwrap). */
   pgid?: number
   imageID?: string

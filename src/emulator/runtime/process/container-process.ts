@@ -1,12 +1,12 @@
 import {execa} from 'execa'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import {closeSync} from 'node:fs'
-import {constants} from 'node:os'
 import {stat} from 'node:fs/promises'
+import {constants} from 'node:os'
 import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
-import {resolveExecutable} from './executable.js'
 import {StartError, startErrorMessage} from './command-errors.js'
+import {resolveExecutable} from './executable.js'
 import {openTerminal, spawnOnTerminal, type ContainerTerminal} from '../container/tty.js'
 import {ContainerLogWriter} from '../logs/writer.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
@@ -14,17 +14,9 @@ import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import {enterArgv, SandboxStartError, spawnSandboxed} from '../sandbox/spawn.js'
 import {placedArgv} from './placed-argv.js'
 import {openInstanceIO, openReaderOrEmpty, outputPipes, removePipes, type OutputPipes} from './instance-io.js'
+import {DefaultAdoptedPollMs, DefaultKillPollMs, DefaultKillWaitMs, DefaultPipeDrainMs} from './process-spec.js'
 import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, SandboxedProcess, SpawnSpec} from './process-spec.js'
 import {monitorExit, sandboxedProcess, waitForProgram} from './sandboxed-start.js'
-
-/** How often a terminating process group is checked. */
-export const DefaultKillPollMs = 50
-/** How long to wait for a process group to vanish after SIGKILL before giving up on it. */
-export const DefaultKillWaitMs = 5_000
-/** How long output pipes may stay open after the main process exited (held by escaped descendants). */
-export const DefaultPipeDrainMs = 2_000
-/** How often an adopted process (not vnode's child: no exit event) is checked for its end. */
-export const DefaultAdoptedPollMs = 500
 
 /**
  * One container instance: a process started from an argv array (never a
@@ -310,7 +302,9 @@ export class ContainerProcess {
 
   /** The argv prefix that runs a program in this container's namespaces; empty for a bare host process. */
   enterArgv(cwd: string, cgroupProcs: string[] = []): string[] {
-    return this.sandboxed ? [...enterArgv(this.pid, cwd, this.sandboxed.netns, cgroupProcs, this.sandboxed.layerUserNamespace ? this.pgid : undefined), ...(this.sandboxed.identity ?? [])] : []
+    if (!this.sandboxed) return []
+    const {netns, hostIPC, layerUserNamespace, identity} = this.sandboxed
+    return [...enterArgv(this.pid, cwd, {network: netns, hostIPC, layerUserNamespaceOf: layerUserNamespace ? this.pgid : undefined}, cgroupProcs), ...(identity ?? [])]
   }
 
   /** The container's stdin pipe, when it was started with one and it is still open. */

@@ -3,6 +3,15 @@ import type {LogRotation} from '../logs/writer.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import type {OutputPipes} from './instance-io.js'
 
+/** A container instance's timings (container-process.ts). How often a terminating process group is checked. */
+export const DefaultKillPollMs = 50
+/** How long to wait for a process group to vanish after SIGKILL before giving up on it. */
+export const DefaultKillWaitMs = 5_000
+/** How long output pipes may stay open after the main process exited (held by escaped descendants). */
+export const DefaultPipeDrainMs = 2_000
+/** How often an adopted process (not vnode's child: no exit event) is checked for its end. */
+export const DefaultAdoptedPollMs = 500
+
 export interface SpawnSpec {
   argv: string[]
   env: Record<string, string>
@@ -53,6 +62,8 @@ export interface AdoptSpec {
 export interface SandboxedProcess {
   netns: boolean
   sharedPid?: boolean
+  /** hostIPC: it has the host's IPC namespace, which exec does not join (it has its own otherwise). */
+  hostIPC?: boolean
   /** Its writable layer's user namespace (unprivileged): held by bwrap's own process, the one exec joins first. */
   layerUserNamespace?: boolean
   /** The setpriv argv of the container's identity (sandbox/security-context.ts): exec, probes and hooks run as the container does. */

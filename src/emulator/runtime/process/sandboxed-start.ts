@@ -26,12 +26,13 @@ export function monitorExit(monitor: ChildProcess): Promise<RawExit> {
   })
 }
 
-/** What an instance keeps of its sandbox's spec: whether it has a network namespace, and a PID namespace shared with the pod. */
+/** What an instance keeps of its sandbox's spec, for exec to enter it: its network namespace, a PID namespace shared with the pod, the host's IPC namespace. */
 export function sandboxedProcess(sandbox: ContainerSandboxSpec): SandboxedProcess {
   const identity = sandbox.security?.applyIdentity ? identityArgv(sandbox.security.context) : undefined
   return {
     netns: !!sandbox.netns,
     ...(sandbox.pidNamespaceOf ? {sharedPid: true} : {}),
+    ...(sandbox.security?.hostIPC ? {hostIPC: true} : {}),
     ...(sandbox.rootLayer?.mode === 'user-namespace' ? {layerUserNamespace: true} : {}),
     ...(identity ? {identity} : {}),
   }

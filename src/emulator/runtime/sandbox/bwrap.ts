@@ -1,6 +1,7 @@
-import {type Dirent, lstatSync, readdirSync, readlinkSync, realpathSync, statSync} from 'node:fs'
+import {lstatSync, realpathSync, statSync} from 'node:fs'
 import {dirname, join, normalize, relative} from 'node:path'
 import {isWithin} from '../../../common/paths.js'
+import {dirEntries, hostRootEntries, type DirEntry} from './host-root.js'
 import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
 import type {ContainerSandboxSpec} from './spec.js'
 
@@ -44,7 +45,9 @@ export interface BwrapOptions {
 }
 
 export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): string[] {
-  const hidden = spec.hide.filter((h) => !underPrivate(h) && exists(h))
+  // Looked at per start, one stat each: a credential location made after `up` is hidden from the next container.
+  const kinds = new Map(spec.hide.filter((h) => !underPrivate(h)).map((h) => [h, statKind(h)] as const))
+  const hidden = [...kinds.keys()].filter((h) => kinds.get(h) !== undefined)
   const targets = spec.binds.map((b) => ({...b, target: viewPath(b.target, hidden)}))
   const overlaid = new Map((spec.rootLayer?.overlays ?? []).map((o) => [o.path, o.merged]))
   const shadows = shadowDirs(
@@ -53,13 +56,13 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     [...overlaid.keys()],
     spec.rootLayer?.subMounts,
   )
-  const args: string[] = [...rootEntries('/', new Set(['proc', 'dev', 'sys']), overlaid)]
+  const args: string[] = [...rootEntries(hostRootEntries(), new Set(['proc', 'dev', 'sys']), overlaid)]
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(s, new Set(), new Map()))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
   for (const h of hidden) {
-    if (isDirectory(h)) args.push('--tmpfs', h)
+    if (kinds.get(h) === 'dir') args.push('--tmpfs', h)
     else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
   }
   for (const t of [...targets].sort((a, b) => depth(a.target) - depth(b.target))) {
@@ -77,22 +80,15 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
 export const DefaultEmptyFile = '/dev/null'
 
 /** Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged directory. */
-function rootEntries(dir: string, skip: Set<string>, overlaid: Map<string, string>): string[] {
-  let entries: Dirent[]
-  try {
-    entries = readdirSync(dir, {withFileTypes: true})
-  } catch {
-    return []
-  }
+function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>): string[] {
   const out: string[] = []
   for (const e of entries) {
     if (skip.has(e.name)) continue
-    const p = join(dir, e.name)
-    const merged = overlaid.get(p)
-    if (e.isSymbolicLink()) out.push('--symlink', readlinkSync(p), p)
-    else if (merged) out.push('--bind', merged, p)
-    else if (e.isDirectory() || e.isFile()) out.push('--ro-bind', p, p)
-    else out.push('--ro-bind-try', p, p)
+    const merged = overlaid.get(e.path)
+    if (e.kind === 'symlink') out.push('--symlink', e.target!, e.path)
+    else if (merged) out.push('--bind', merged, e.path)
+    else if (e.kind === 'dir' || e.kind === 'file') out.push('--ro-bind', e.path, e.path)
+    else out.push('--ro-bind-try', e.path, e.path)
   }
   return out
 }
@@ -168,19 +164,11 @@ function lexists(p: string): boolean {
   }
 }
 
-function isDirectory(p: string): boolean {
+/** What a hidden path is on the host (symlinks followed): a directory gets a tmpfs, anything else an empty file; nothing when missing. */
+function statKind(p: string): 'dir' | 'file' | undefined {
   try {
-    return statSync(p).isDirectory()
+    return statSync(p).isDirectory() ? 'dir' : 'file'
   } catch {
-    return false
-  }
-}
-
-function exists(p: string): boolean {
-  try {
-    statSync(p)
-    return true
-  } catch {
-    return false
+    return undefined
   }
 }

@@ -59,7 +59,7 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
   // readOnlyRootFilesystem: no layer, so a write outside the volumes fails with EROFS.
   if (input.container.securityContext?.readOnlyRootFilesystem === true || !input.walls?.layer) return {ok: true, spec}
   try {
-    spec.rootLayer = prepareRootLayer(input.layerDir, input.walls.layer)
+    spec.rootLayer = await prepareRootLayer(input.layerDir, input.walls.layer)
   } catch (error) {
     if (error instanceof RootLayerError) return {ok: false, message: `the container's writable layer cannot be made: ${error.message}`}
     throw error

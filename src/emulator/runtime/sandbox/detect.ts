@@ -68,7 +68,7 @@ export async function detectRootLayer(sandbox: SandboxMode, stateDir: string, ti
   const mode: LayerMode = process.getuid?.() === 0 ? 'root' : 'user-namespace'
   const dir = join(stateDir, 'layer-probe')
   try {
-    const layer = prepareRootLayer(dir, mode)
+    const layer = await prepareRootLayer(dir, mode)
     const [file, ...args] = [...layerPrefix(layer), 'true']
     const refused = await new Promise<string | undefined>((resolve) => {
       const child = spawn(file!, args, {stdio: ['ignore', 'ignore', 'pipe'], timeout: timeoutMs})

@@ -1,9 +1,10 @@
 import {randomBytes} from 'node:crypto'
-import {chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync} from 'node:fs'
-import {rm} from 'node:fs/promises'
+import {chmodSync, readdirSync, readFileSync, rmSync} from 'node:fs'
+import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs/promises'
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
 import {isWithin} from '../../../common/paths.js'
+import {hostRootEntries} from './host-root.js'
 
 /**
  * A container instance's writable layer over the host's root filesystem:
@@ -22,24 +23,33 @@ import {isWithin} from '../../../common/paths.js'
  * below it: those mounts (another disk under /mnt, a tmpfs under /tmp) are
  * bound back read-only at their places on top of the overlay
  * (`subMounts`), so the directory stays writable and what is mounted in it
- * is seen as on the host, never written. All overlays of an instance are mounted by one `mount -a` over
- * an fstab of the instance's own.
+ * is seen as on the host, never written. A single overlay (as root, the
+ * usual case) is mounted by one `mount -t overlay`; several by one
+ * `mount -a` over an fstab of the instance's own.
  */
 
 /** Top-level directories never overlaid: the sandbox makes its own. */
 export const OwnTopLevel = new Set(['proc', 'dev', 'sys'])
 
+const MountProgram = 'mount'
 export const UnshareProgram = 'unshare'
 export const SetprivProgram = 'setpriv'
 export const ShellProgram = 'sh'
 
 /**
  * The step between the instance's new mount namespace and bwrap: mount the
- * fstab, then exec the rest of the argv. A fixed script: the fstab path is
- * its first argument and the command is taken as "$@", never parsed by the
- * shell, so no container data reaches the shell's own parser.
+ * layer, then exec the rest of the argv. Fixed scripts: mount(8) by its
+ * absolute path, the overlay's options and target (or the fstab) and the
+ * command are arguments, never parsed by the shell, so no container data
+ * reaches the shell's own parser, and the container's PATH (the spawn's
+ * env) never chooses the program that runs as root there. One overlay is
+ * mounted directly: `mount -a` would parse the fstab and scan mountinfo for
+ * what is mounted already, at every start.
  */
-export const LayerScript = 'mount -a -T "$1" || exit 125; shift; exec "$@"'
+export const LayerScripts = {
+  one: '"$1" -t overlay overlay -o "$2" "$3" || exit 125; shift 3; exec "$@"',
+  all: '"$1" -a -T "$2" || exit 125; shift 2; exec "$@"',
+} as const
 
 /** How the layer's mount namespace is made: as root, or in a user namespace mapping vnode's uid and gid (unprivileged). */
 export type LayerMode = 'root' | 'user-namespace'
@@ -51,7 +61,10 @@ export interface RootLayer {
   overlays: {path: string; merged: string}[]
   /** The host's mount points below overlaid directories (the topmost ones): bound back read-only over the overlays. */
   subMounts: string[]
-  fstab: string
+  /** Each overlay mount: its mount(8) options and its merged directory. */
+  mounts: {options: string; target: string}[]
+  /** With several mounts, the fstab that mounts them all in one `mount -a`. */
+  fstab?: string
   mode: LayerMode
 }
 
@@ -59,25 +72,11 @@ export class RootLayerError extends Error {}
 
 /** The top-level directories of the host's root an overlay covers, and the topmost mount points below them. */
 export function topLevelDirs(mountinfo = readMountPoints()): {overlay: string[]; subMounts: string[]} {
-  const overlay: string[] = []
-  let names: string[]
-  try {
-    names = readdirSync('/')
-  } catch {
-    return {overlay, subMounts: []}
-  }
-  for (const name of names.sort()) {
-    if (OwnTopLevel.has(name)) continue
-    const path = `/${name}`
-    let st
-    try {
-      st = lstatSync(path)
-    } catch {
-      continue
-    }
-    if (!st.isDirectory()) continue
-    overlay.push(path)
-  }
+  // The listing of `/` is kept while `/` is unchanged (host-root.ts); the mounts below are read per start, as they come and go.
+  const overlay = hostRootEntries()
+    .filter((e) => e.kind === 'dir' && !OwnTopLevel.has(e.name))
+    .map((e) => e.path)
+    .sort()
   return {overlay, subMounts: topmostBelow(overlay, mountinfo)}
 }
 
@@ -109,7 +108,7 @@ const UnsafeInMountOptions = /[\s,:\\]/
 
 /**
  * Makes a fresh layer for an instance at `dir` (whatever an earlier
- * instance left there is removed first), and its fstab.
+ * instance left there is moved aside first), and how to mount it.
  *
  * As root, one overlay of `/` (upper/, work/, merged/) covers every
  * top-level directory on the root filesystem, bound from merged/<name>: a
@@ -122,13 +121,16 @@ const UnsafeInMountOptions = /[\s,:\\]/
  * lower layer (the host's locked mounts are below it): an overlay per
  * top-level directory, each upper's root with the host directory's mode
  * (an overlay's root takes its upper's: /tmp stays 1777).
+ *
+ * Asynchronous: a burst of starts makes its layers on libuv's threads,
+ * not on the event loop every other pod's sync and status write waits on.
  */
-export function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mountPoints = readMountPoints()): RootLayer {
+export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mountPoints = readMountPoints()): Promise<RootLayer> {
   if (UnsafeInMountOptions.test(dir)) throw new RootLayerError(`the state dir path ${dir} has a character an overlay mount option cannot carry (space, comma, colon or backslash)`)
-  retireRootLayer(dir)
-  mkdirSync(dir, {recursive: true, mode: 0o700})
+  await retireRootLayer(dir)
+  await mkdir(dir, {recursive: true, mode: 0o700})
   const overlays: RootLayer['overlays'] = []
-  const lines: string[] = []
+  const planned: {base: string; lower: string; name?: string}[] = []
   // In a user namespace the kernel refuses an overlay of a directory with some host mounts below it
   // (seen with /mnt and /run): such a directory is bound read-only there, as the rest of the host.
   const safe = (dirs ?? topLevelDirs(mountPoints).overlay).filter((path) => !UnsafeInMountOptions.test(path) && (mode === 'root' || topmostBelow([path], mountPoints).length === 0))
@@ -136,43 +138,51 @@ export function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], 
   const ownMount = new Set(mountPoints)
   const onRoot = mode === 'root' ? safe.filter((path) => !ownMount.has(path)) : []
   if (onRoot.length > 0) {
-    lines.push(overlayLine(dir, '/', mode))
+    planned.push({base: dir, lower: '/'})
     for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1))})
   }
   for (const path of safe) {
     if (onRoot.includes(path)) continue
     const base = mode === 'root' ? join(dir, 'mounts', path.slice(1)) : undefined
-    lines.push(overlayLine(base ?? dir, path, mode, base === undefined ? path.slice(1) : undefined))
+    planned.push(base === undefined ? {base: dir, lower: path, name: path.slice(1)} : {base, lower: path})
     overlays.push({path, merged: base ? join(base, 'merged') : join(dir, 'merged', path.slice(1))})
   }
-  const fstab = join(dir, 'fstab')
-  writeFileSync(fstab, lines.join('\n') + '\n', {mode: 0o600})
-  return {dir, overlays, subMounts, fstab, mode}
+  const mounts = await Promise.all(planned.map((o) => makeOverlay(o.base, o.lower, mode, o.name)))
+  let fstab: string | undefined
+  if (mounts.length > 1) {
+    fstab = join(dir, 'fstab')
+    await writeFile(fstab, mounts.map((m) => `overlay ${m.target} overlay ${m.options} 0 0\n`).join(''), {mode: 0o600})
+  }
+  return {dir, overlays, subMounts, mounts, ...(fstab ? {fstab} : {}), mode}
 }
 
 /**
  * One overlay's upper, work and merged directories (under `base`, or
- * `base/<kind>/<name>`), the upper's root with the lower's mode and owner,
- * and its fstab line.
+ * `base/<kind>/<name>`), the upper's root with the lower's mode and owner
+ * (read per start: the host's directory may have changed), and its mount.
  */
-function overlayLine(base: string, lower: string, mode: LayerMode, name?: string): string {
+async function makeOverlay(base: string, lower: string, mode: LayerMode, name?: string): Promise<{options: string; target: string}> {
   const [upper, work, merged] = ['upper', 'work', 'merged'].map((kind) => (name === undefined ? join(base, kind) : join(base, kind, name)))
-  for (const d of [upper!, work!, merged!]) mkdirSync(d, {recursive: true, mode: 0o700})
-  const st = statSync(lower)
-  if (mode === 'root') chownSync(upper!, st.uid, st.gid)
-  chmodSync(upper!, st.mode & 0o7777)
+  const [st] = await Promise.all([stat(lower), Promise.all([upper!, work!, merged!].map((d) => mkdir(d, {recursive: true, mode: 0o700})))])
+  if (mode === 'root') await chown(upper!, st.uid, st.gid)
+  await chmod(upper!, st.mode & 0o7777)
   // userxattr: the overlay's own attributes in user.* where trusted.* needs the host's root.
-  return `overlay ${merged} overlay lowerdir=${lower},upperdir=${upper},workdir=${work}${mode === 'user-namespace' ? ',userxattr' : ''} 0 0`
+  return {options: `lowerdir=${lower},upperdir=${upper},workdir=${work}${mode === 'user-namespace' ? ',userxattr' : ''}`, target: merged!}
 }
 
 /**
  * The argv prefix that runs a command (bwrap) with the layer mounted: a new
- * mount namespace, the fstab mounted in it, then the command. In a user
+ * mount namespace, the layer's overlays mounted in it, then the command. In a user
  * namespace the mounts need capabilities there, which bwrap (not setuid)
  * refuses to start with: setpriv clears them before it.
  */
 export function layerPrefix(layer: RootLayer): string[] {
-  const script = [hostProgram(ShellProgram), '-c', LayerScript, 'vnode-layer', layer.fstab]
+  const [one] = layer.mounts
+  const mount = hostProgram(MountProgram)
+  const script =
+    layer.mounts.length === 1 && one
+      ? [hostProgram(ShellProgram), '-c', LayerScripts.one, 'vnode-layer', mount, one.options, one.target]
+      : [hostProgram(ShellProgram), '-c', LayerScripts.all, 'vnode-layer', mount, layer.fstab ?? '/dev/null']
   if (layer.mode === 'root') return [hostProgram(UnshareProgram), '--mount', '--propagation', 'private', '--', ...script]
   const uid = String(process.getuid?.() ?? 0)
   const gid = String(process.getgid?.() ?? 0)
@@ -222,17 +232,17 @@ const RetiredMark = '.retired-'
 /**
  * Moves an earlier instance's layer aside (one rename) and removes it in the
  * background: what a container wrote may be gigabytes, and removing it on
- * the next instance's start path, synchronously, would hold up the start and
- * every other pod of the node. Layers retired by an earlier vnode process
- * and never removed (it stopped first) go the same way.
+ * the next instance's start path would hold up the start and every other
+ * pod of the node. Layers retired by an earlier vnode process and never
+ * removed (it stopped first) go the same way.
  */
-export function retireRootLayer(dir: string): void {
+export async function retireRootLayer(dir: string): Promise<void> {
   const parent = dirname(dir)
   const name = basename(dir)
-  const leftovers = subdirs(parent).filter((d) => basename(d).startsWith(`${name}${RetiredMark}`) && !retiring.has(d))
+  const leftovers = (await readdir(parent).catch(() => [] as string[])).map((n) => join(parent, n)).filter((d) => basename(d).startsWith(`${name}${RetiredMark}`) && !retiring.has(d))
   const aside = `${dir}${RetiredMark}${randomBytes(4).toString('hex')}`
   try {
-    renameSync(dir, aside)
+    await rename(dir, aside)
     leftovers.push(aside)
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') removeRootLayer(dir)

@@ -165,17 +165,46 @@ function checkProgram(sandbox: ContainerSandboxSpec, file: string, env: Record<s
  */
 export const PlaceScript = 'for f in "$@"; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 126; shift; done; shift; exec "$@"'
 
+/** Which of a container's namespaces exec joins beyond its mount, UTS and PID ones (sandboxed-start.ts keeps them per instance). */
+export interface EnterNamespaces {
+  /** It runs in a network namespace of its own (the pod network). */
+  network: boolean
+  /**
+   * It has the host's IPC namespace (hostIPC): nothing to join, and without
+   * privileges joining it would fail (the host's namespace belongs to the
+   * initial user namespace, where vnode's user has no CAP_SYS_ADMIN).
+   */
+  hostIPC?: boolean
+  /** Unprivileged: the host pid whose user namespace (the writable layer's) owns the container's namespaces. */
+  layerUserNamespaceOf?: number
+}
+
 /**
  * The argv prefix that runs a program in a container's namespaces (exec,
  * probes, hooks): in its cgroups (the cgroup.procs files of its instance),
- * then its mount, UTS, PID (and network) namespaces, its root, and its
- * working directory in that root (`--wdns`: `--wd` would open the
- * directory in the host's view, outside the container's root).
+ * then its mount, UTS, IPC (unless hostIPC), PID (and network) namespaces,
+ * its root, and its working directory in that root (`--wdns`: `--wd` would
+ * open the directory in the host's view, outside the container's root).
+ * IPC as runc's exec joins it: System V objects and POSIX queues a command
+ * makes are the container's, and it sees the container's, not the host's.
  */
-export function enterArgv(pid: number, cwd: string, network: boolean, cgroupProcs: string[] = [], layerUserNamespaceOf?: number): string[] {
+export function enterArgv(pid: number, cwd: string, ns: EnterNamespaces, cgroupProcs: string[] = []): string[] {
   const place = cgroupProcs.length > 0 ? [hostProgram('sh'), '-c', PlaceScript, 'vnode-place', ...cgroupProcs, '--'] : []
   // Unprivileged: the container's namespaces belong to bwrap's user namespace, a child of the layer's (held by
   // bwrap's own process), where vnode's user has every capability; bwrap's nested second one is not joinable.
-  const user = layerUserNamespaceOf ? [`--user=/proc/${layerUserNamespaceOf}/ns/user`, '--preserve-credentials'] : []
-  return [...place, hostProgram(NsenterProgram), `--target=${pid}`, ...user, '--mount', '--uts', '--pid', ...(network ? ['--net'] : []), '--root', `--wdns=${cwd}`, '--']
+  const user = ns.layerUserNamespaceOf ? [`--user=/proc/${ns.layerUserNamespaceOf}/ns/user`, '--preserve-credentials'] : []
+  return [
+    ...place,
+    hostProgram(NsenterProgram),
+    `--target=${pid}`,
+    ...user,
+    '--mount',
+    '--uts',
+    ...(ns.hostIPC ? [] : ['--ipc']),
+    '--pid',
+    ...(ns.network ? ['--net'] : []),
+    '--root',
+    `--wdns=${cwd}`,
+    '--',
+  ]
 }

@@ -1,6 +1,6 @@
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
 import type {ContainerSecurity} from '../container/security-context.js'
-import type {SandboxMode} from './spec.js'
+import type {SandboxMode, SandboxWalls} from './spec.js'
 import {WallsAnnotation} from '../../../common/labels.js'
 
 /**
@@ -25,12 +25,36 @@ export interface NodeWalls {
   namespaces: boolean
   /** A root filesystem that writes fail on (readOnlyRootFilesystem). */
   readOnlyRoot: boolean
+  /** A writable layer of its own per container instance over the read-only host (root-layer.ts); without one the host's files are read-only in every container. */
+  writableLayer: boolean
+  /** State dirs, kubeconfigs and credential locations hidden from every container (hidden-paths.ts); without them only the node's own state dir is. */
+  hiddenPaths: boolean
 }
 
 /** The walls of a node in this sandbox mode, run by this process's user. */
 export function nodeWalls(sandbox: SandboxMode, uid = process.getuid?.() ?? 0, gid = process.getgid?.() ?? 0, groups = process.getgroups?.() ?? []): NodeWalls {
   const namespaces = sandbox === 'namespaces'
-  return {sandbox, uid, gid, groups: [...new Set([gid, ...groups])], identity: namespaces && uid === 0, namespaces, readOnlyRoot: readOnlyRootSupported(sandbox)}
+  return {
+    sandbox,
+    uid,
+    gid,
+    groups: [...new Set([gid, ...groups])],
+    identity: namespaces && uid === 0,
+    namespaces,
+    readOnlyRoot: readOnlyRootSupported(sandbox),
+    writableLayer: false,
+    hiddenPaths: false,
+  }
+}
+
+/**
+ * The walls with the filesystem ones as `up` settled them (walls-fs.ts):
+ * they depend on a trial in the node's state dir and on `--fs-walls`, not
+ * on the mode alone, so a node whose overlay trial failed says it has no
+ * writable layer rather than listing the walls of one that has.
+ */
+export function withFsWalls(w: NodeWalls, fs: SandboxWalls | undefined): NodeWalls {
+  return {...w, writableLayer: w.namespaces && fs?.layer !== undefined, hiddenPaths: w.namespaces && fs !== undefined}
 }
 
 /**
@@ -51,6 +75,8 @@ export function wallNames(w: NodeWalls): string[] {
   if (w.identity) out.push('users', 'capabilities')
   else out.push(`user-${w.uid}-only`)
   if (w.readOnlyRoot) out.push('read-only-root')
+  if (w.writableLayer) out.push('writable-layer')
+  if (w.hiddenPaths) out.push('hidden-paths')
   return out
 }
 
