@@ -101,7 +101,8 @@ export function goalList(size) {
       needs: {ratio: [`start-${n}-sandbox`, 'p99/sandbox-bare'], p99: [`start-${n}-sandbox`, 'p99'], bare: [`start-${n}-sandbox-bare`, 'p99']},
       met: (f) => f.ratio <= 1.2,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against ${ms(f.bare)}`,
-      why: () => 'each container instance mounts its writable layer (overlayfs per top-level directory) before it starts',
+      why: () =>
+        'each container instance mounts its writable layer before bwrap starts: a mount namespace of its own (unshare), then one overlay of / as root (an overlay per top-level directory in a user namespace)',
     },
     ...[
       ['sandbox', 'each sandboxed container is one bwrap more (mount, PID and UTS namespaces) before its program runs'],
