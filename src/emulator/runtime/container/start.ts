@@ -108,12 +108,13 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       tty: c.spec.tty === true,
       sandbox: config.view,
       clock: host.clock,
-      // Into the container's cgroup before its program runs: the sandbox blocks until placed; a bare process places itself.
+      // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
+      // (process/placed-argv.ts); placed again after the spawn, a no-op then, for a bare process that could not place itself.
       cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,
       beforeExec:
-        (cgroup && config.view) || beforeExec
+        cgroup || beforeExec
           ? async (pid) => {
-              if (cgroup && config.view) cgroups!.place(cgroup, pid)
+              if (cgroup) cgroups!.place(cgroup, pid)
               await beforeExec?.(pod, c.name, pid)
             }
           : undefined,

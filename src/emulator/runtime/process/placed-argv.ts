@@ -1,17 +1,37 @@
-import {PlaceScript} from '../sandbox/spawn.js'
 import {ExecStartError, resolveExecutable} from './executable.js'
 import {hostProgram} from './host-programs.js'
 import type {SpawnSpec} from './process-spec.js'
 
 /**
- * The argv of a bare host process: with cgroupProcs, the placing shell
- * (PlaceScript: the files and the command are "$@", never parsed) writes its
- * pid to each file and execs the program, so nothing of the program runs
- * outside its cgroups. A program that does not resolve is spawned as given,
- * for the spawn's own error (the StartError message of every other start).
+ * The step that puts a bare container process in its cgroups before its
+ * program runs: it writes its own pid to each cgroup.procs file given, up
+ * to `--`, then execs the program (the path after `--`) with the argv that
+ * follows (argv[0] as the spec gave it). A fixed script: the files and the
+ * command are its arguments, never parsed. Perl (Debian's perl-base, an
+ * Essential package) rather than a shell: a shell rewrites the environment
+ * it execs with (dash sets PWD and IFS and drops names it cannot hold, such
+ * as `a.b`, which Kubernetes allows); perl passes it on as it got it.
+ */
+export const PlaceProgram = 'perl'
+export const PlaceScript =
+  'while (@ARGV && $ARGV[0] ne "--") { my $f = shift @ARGV; open(my $h, ">", $f) or exit 126; print $h "$$\\n"; close($h) or exit 126 } ' +
+  'shift @ARGV; my $path = shift @ARGV; exec { $path } @ARGV; print STDERR "exec $path: $!\\n"; exit 127'
+
+/** Variables perl itself reads at start (PERL5OPT, PERLIO, ...): a container that sets one is placed right after its spawn instead. */
+const ReadByPerl = /^PERL/
+
+/**
+ * The argv of a bare host process: with cgroupProcs, through the placing
+ * step, so that nothing of the program runs outside its cgroups (the start
+ * also places the process right after its spawn, which then changes
+ * nothing). As given, for that later placement alone, when there is no perl
+ * on vnode's PATH or the container's environment speaks to perl; and when
+ * the program does not resolve, so that the spawn fails with its own error
+ * (the StartError message of every other start).
  */
 export function placedArgv(spec: SpawnSpec, file: string, args: string[]): string[] {
-  if (!spec.cgroupProcs?.length) return [file, ...args]
+  const perl = hostProgram(PlaceProgram)
+  if (!spec.cgroupProcs?.length || !perl.startsWith('/') || Object.keys(spec.env).some((k) => ReadByPerl.test(k))) return [file, ...args]
   let path: string
   try {
     path = resolveExecutable(file, spec.env, spec.cwd)
@@ -19,5 +39,5 @@ export function placedArgv(spec: SpawnSpec, file: string, args: string[]): strin
     if (error instanceof ExecStartError) return [file, ...args]
     throw error
   }
-  return [hostProgram('sh'), '-c', PlaceScript, 'vnode-place', ...spec.cgroupProcs, '--', path, ...args]
+  return [perl, '-e', PlaceScript, ...spec.cgroupProcs, '--', path, file, ...args]
 }
