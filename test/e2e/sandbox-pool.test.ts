@@ -229,9 +229,22 @@ describeE2e('the warm pool of pod network sandboxes', () => {
     async () => {
       seePool()
       const bridge = bridgeName(node)
-      const veths = (await links(bridge)).filter((l) => l.startsWith('veth'))
-      // One veth per pod and per pool entry, all on this node's bridge.
-      expect(veths.length).toBe((await c.core.listNamespacedPod({namespace: ns})).items.length + poolRecords(vnode).length)
+      // One veth per pod and per pool entry, all on this node's bridge: read once the pool is not making an entry
+      // (its record is written before its veth, which the entry's ADD then makes), as a leak never settles.
+      let last = ''
+      let veths: string[] = []
+      await waitFor(
+        async () => {
+          const records = poolRecords(vnode)
+          veths = (await links(bridge)).filter((l) => l.startsWith('veth'))
+          const pods = (await c.core.listNamespacedPod({namespace: ns})).items.length
+          last = `${veths.length} veths, ${pods} pods, pool records ${JSON.stringify(records.map((r) => r.state))}`
+          return !records.some((r) => r.state === 'making') && veths.length === pods + records.length
+        },
+        () => `one veth per pod and per pool entry (last: ${last})`,
+        30_000,
+        100,
+      )
       await kubectl(['delete', 'pod', '-n', ns, '--all', '--wait=false'])
       await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'pods gone', 90_000, 500)
       expect(await vnode.stop()).toBe(0)
