@@ -40,19 +40,38 @@ function unprivilegedCli(): {cli: string; copy?: string} | {why: string} {
 }
 
 /**
+ * A directory the writable layer covers on this host: without privileges a
+ * top-level directory with host mounts below it is read-only (docs/SECURITY.md),
+ * so a marker goes in one without (/tmp has mounts below it while another
+ * cluster runs, say).
+ */
+function layeredDir(): string {
+  const mounts = readMountPoints()
+  const layered = ['/tmp', '/var', '/opt', '/srv'].find((d) => existsSync(d) && topmostBelow([d], mounts).length === 0)
+  if (!layered) throw new Error('no top-level directory without mounts below it to test the layer in')
+  return layered === '/tmp' ? tmpdir() : layered
+}
+
+/**
  * The pod sandbox without privileges: bubblewrap makes a user namespace
  * where the host allows one, so `--sandbox auto` gives an unprivileged user
  * the same mount, PID and UTS namespaces as root gets (no cgroups, no pod
- * network: those need root).
+ * network: those need root). One node for every test below, started by the
+ * first that runs and stopped by the last.
  */
 describeE2e('the pod sandbox for a user without privileges (user namespaces)', () => {
   let c: Clients
   let home: string
   let node: VnodeProcess | undefined
+  let started: Promise<VnodeProcess> | undefined
   const name = uniqueName('unpriv')
   const ns = uniqueName('unpriv')
   const unprivileged = unprivilegedCli()
   const cli = 'cli' in unprivileged ? unprivileged.cli : cliPath()
+  /** Who the node runs as: every container's user. */
+  const uid = isRoot ? Nobody : process.getuid!()
+  // Skipped (CI: failed) only where neither this checkout nor a hard-linked copy of it can be run by that user.
+  const unprivTest = testWhen('cli' in unprivileged, 'why' in unprivileged ? unprivileged.why : '')
 
   beforeAll(async () => {
     c = await clients()
@@ -71,16 +90,14 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     if ('copy' in unprivileged && unprivileged.copy) rmSync(unprivileged.copy, {recursive: true, force: true})
   })
 
-  // Skipped (CI: failed) only where neither this checkout nor a hard-linked copy of it can be run by that user.
-  testWhen('cli' in unprivileged, 'why' in unprivileged ? unprivileged.why : '')(
-    'auto picks the sandbox: PID 1, the pod hostname, a ConfigMap at its real path; the node stops cleanly',
-    async () => {
+  /** The node, started once (from its home: the test's working directory may be one that user cannot enter). */
+  function up(): Promise<VnodeProcess> {
+    started ??= (async () => {
       const stateDir = join(home, 'state')
       mkdirSync(stateDir, {mode: 0o700})
       if (isRoot) chownSync(stateDir, Nobody, Nobody)
       const [file, ...args] = [...asUser, process.execPath, cli, 'up', '--name', name, '--no-tui', '-o', 'json', '--state-dir', stateDir, '--port', '0']
-      // From its home: the test's working directory may be one that user cannot enter (the checkout's).
-      const child = execa(file, args, {
+      const child = execa(file!, args, {
         cwd: home,
         env: {PATH: process.env.PATH, HOME: home, KUBECONFIG: join(home, 'kubeconfig')},
         extendEnv: false,
@@ -90,16 +107,20 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       })
       node = new VnodeProcess(name, stateDir, child)
       await node.ready()
+      return node
+    })()
+    return started
+  }
+
+  unprivTest(
+    'auto picks the sandbox: PID 1, the pod hostname, a ConfigMap at its real path; a write stays in the layer, the kubeconfig hidden; its own user only',
+    async () => {
+      await up()
       const labels = (await c.core.readNode({name})).metadata?.labels ?? {}
       expect(labels['vnode.dev/sandbox']).toBe('namespaces')
       expect(labels['vnode.dev/cgroups']).toBe('none')
       await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'app'}, data: {'app.conf': 'level=debug'}}})
-      // Without privileges a top-level directory with host mounts below it is read-only (docs/SECURITY.md): the marker goes
-      // in one the layer covers on this host (/tmp has mounts below it while another cluster runs, say).
-      const mounts = readMountPoints()
-      const layered = ['/tmp', '/var', '/opt', '/srv'].find((d) => existsSync(d) && topmostBelow([d], mounts).length === 0)
-      if (!layered) throw new Error('no top-level directory without mounts below it to test the layer in')
-      const marker = join(layered === '/tmp' ? tmpdir() : layered, `vnode-unpriv-layer-${ns}`)
+      const marker = join(layeredDir(), `vnode-unpriv-layer-${ns}`)
       const kubeconfig = join(home, 'kubeconfig')
       // The walls without privileges: a write outside volumes stays in the layer (overlayfs in the user namespace), the kubeconfig is hidden.
       const walls = `const layer = (() => { try { fs.writeFileSync(${JSON.stringify(marker)}, 'x'); return fs.readFileSync(${JSON.stringify(marker)}, 'utf8') } catch (e) { return e.code } })(); const kubeconfig = (() => { try { return fs.readFileSync(${JSON.stringify(kubeconfig)}, 'utf8').length } catch (e) { return e.code } })();`
@@ -132,7 +153,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       try {
         expect(JSON.parse(out)).toEqual({pid: 1, host: 'web', conf: 'level=debug', uid: isRoot ? Nobody : process.getuid!(), layer: 'x', kubeconfig: 0})
         expect(existsSync(marker)).toBe(false)
-        expect(node.stderr).not.toContain('no writable layer')
+        expect((await up()).stderr).not.toContain('no writable layer')
         // exec joins the container's namespaces (through the layer's user namespace), its root and working directory.
         const pwd = await kubectl(['exec', '-n', ns, 'app', '--', 'sh', '-c', `pwd; hostname; cat ${kubeconfig} | wc -c`])
         expect(pwd).toMatchObject({exitCode: 0, stdout: '/\nweb\n0'})
@@ -140,7 +161,6 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
         rmSync(marker, {force: true})
       }
       // The walls of an unprivileged node: its user only, and a spec asking for another waits with the reason.
-      const uid = isRoot ? Nobody : process.getuid!()
       const wallList = (await c.core.readNode({name})).metadata?.annotations?.['vnode.dev/walls'] ?? ''
       expect(wallList.split(',')).toEqual(expect.arrayContaining(['mount', 'pid', 'no-new-privs', `user-${uid}-only`, 'writable-layer', 'hidden-paths']))
       expect(wallList.split(',')).not.toContain('capabilities')
@@ -189,7 +209,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       expect(waiting.reason).toBe('CreateContainerConfigError')
       expect(waiting.message).toMatch(new RegExp(`^runAsUser ${other} cannot be honoured on this node: vnode runs as uid ${uid}`))
       // readOnlyRootFilesystem: no layer, a write outside volumes fails with EROFS (here too, not only as root).
-      const roMarker = join(layered === '/tmp' ? tmpdir() : layered, `vnode-unpriv-ro-${ns}`)
+      const roMarker = join(layeredDir(), `vnode-unpriv-ro-${ns}`)
       await c.core.createNamespacedPod({
         namespace: ns,
         body: {
@@ -237,7 +257,15 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
         300,
       )
       expect(nonroot.message).toBe(`container's runAsUser breaks non-root policy (pod: "nonroot_${ns}(${refused.metadata!.uid})", container: main)`)
-      expect(await node.stop()).toBe(0)
+    },
+    90_000,
+  )
+
+  unprivTest(
+    'the node stops cleanly, its pods with it',
+    async () => {
+      const n = await up()
+      expect(await n.stop()).toBe(0)
       node = undefined
     },
     90_000,
