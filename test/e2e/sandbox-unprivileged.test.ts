@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
 import {execa, execaSync} from 'execa'
-import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync} from 'node:fs'
+import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
 import {cliPath} from './env.mjs'
@@ -51,6 +51,13 @@ function layeredDir(): string {
   if (!layered) throw new Error('no top-level directory without mounts below it to test the layer in')
   return layered === '/tmp' ? tmpdir() : layered
 }
+
+/** A shell container (the host's sh, the image map's `sh`). */
+function shell(script: string, extra: Record<string, unknown> = {}) {
+  return {name: 'main', image: 'sh', command: ['/bin/sh', '-c', script], ...extra}
+}
+
+const Forever = 'trap "exit 0" TERM; while :; do sleep 1; done'
 
 /**
  * The pod sandbox without privileges: bubblewrap makes a user namespace
@@ -110,6 +117,19 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       return node
     })()
     return started
+  }
+
+  /** A pod's output, once it says what `done` waits for. */
+  async function logsWhen(pod: string, namespace: string, done: (out: string) => boolean, what: string, timeoutMs = 30_000): Promise<string> {
+    return waitFor(
+      async () => {
+        const r = await kubectl(['logs', '-n', namespace, pod])
+        return r.exitCode === 0 && done(r.stdout) ? r.stdout : undefined
+      },
+      what,
+      timeoutMs,
+      300,
+    )
   }
 
   unprivTest(
@@ -259,6 +279,60 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       expect(nonroot.message).toBe(`container's runAsUser breaks non-root policy (pod: "nonroot_${ns}(${refused.metadata!.uid})", container: main)`)
     },
     90_000,
+  )
+
+  unprivTest(
+    'a file written outside volumes is in the instance layer, not on the host, and gone after a restart (a new instance, a fresh layer)',
+    async () => {
+      const n = await up()
+      const marker = join(layeredDir(), `vnode-unpriv-restart-${ns}`)
+      // The first instance writes outside its volumes, then waits for the test to let it fail; the next one (the emptyDir outlives it) says what it sees.
+      const script = [
+        `if [ -e /scratch/first ]; then (test -e ${marker} && echo second-present || echo second-absent); ${Forever}; fi`,
+        `echo written > ${marker} && echo first-$(cat ${marker})`,
+        'touch /scratch/first',
+        'while [ ! -e /scratch/go ]; do sleep 0.2; done',
+        'exit 1',
+      ].join('; ')
+      try {
+        const pod = await c.core.createNamespacedPod({
+          namespace: ns,
+          body: {
+            metadata: {name: 'layer'},
+            spec: {
+              nodeName: name,
+              terminationGracePeriodSeconds: 1,
+              automountServiceAccountToken: false,
+              volumes: [{name: 'scratch', emptyDir: {}}],
+              containers: [shell(script, {volumeMounts: [{name: 'scratch', mountPath: '/scratch'}]})],
+            },
+          },
+        })
+        await logsWhen('layer', ns, (out) => out.includes('first-written'), 'the first instance to write')
+        expect(existsSync(marker)).toBe(false)
+        const upper = join(n.stateDir, 'pods', pod.metadata!.uid!, 'layers', 'main', 'upper', marker)
+        expect(readFileSync(upper, 'utf8')).toBe('written\n')
+        expect(await kubectl(['exec', '-n', ns, 'layer', '--', 'touch', '/scratch/go'])).toMatchObject({exitCode: 0})
+        const second = await logsWhen('layer', ns, (out) => /^second-/m.test(out), 'the next instance to look', 60_000)
+        expect(second.trim()).toBe('second-absent')
+        const status = await waitFor(
+          async () => {
+            const s = (await c.core.readNamespacedPod({namespace: ns, name: 'layer'})).status?.containerStatuses?.[0]
+            return s?.restartCount === 1 && s.state?.running ? s : undefined
+          },
+          'the restart in the status',
+          30_000,
+          300,
+        )
+        expect(status.lastState?.terminated?.exitCode).toBe(1)
+        expect(existsSync(marker)).toBe(false)
+        // What the replaced instance wrote is gone with its layer.
+        await waitFor(() => !existsSync(upper), "the first instance's layer to be discarded", 30_000, 300)
+      } finally {
+        rmSync(marker, {force: true})
+      }
+    },
+    150_000,
   )
 
   unprivTest(
