@@ -1,11 +1,12 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
 import {execa, execaSync} from 'execa'
-import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {generateKeyPairSync} from 'node:crypto'
+import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
-import {dirname, join} from 'node:path'
+import {dirname, join, relative} from 'node:path'
 import {cliPath} from './env.mjs'
 import {readMountPoints, topmostBelow} from '../../src/emulator/runtime/sandbox/root-layer.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, testWhen, uniqueName, VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testWhen, uniqueName, VnodeProcess, waitFor} from './helpers.js'
 
 /** nobody:nogroup on Debian. */
 const Nobody = 65534
@@ -37,6 +38,12 @@ function unprivilegedCli(): {cli: string; copy?: string} | {why: string} {
   return {
     why: `uid ${Nobody} cannot run ${cliPath()} (${process.execPath}), nor a hard-linked copy of it in ${tmpdir()}: ${failed ? failed.stderr : 'its files or node are not readable by other users'}`,
   }
+}
+
+/** What that user can do on the host itself, outside any sandbox (what only the walls keep a pod from). */
+function asNodeUser(cmd: string[]) {
+  const [file, ...args] = [...asUser, ...cmd]
+  return execa(file!, args, {reject: false, cwd: tmpdir(), env: {PATH: process.env.PATH}, extendEnv: false})
 }
 
 /**
@@ -73,25 +80,36 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
   let started: Promise<VnodeProcess> | undefined
   const name = uniqueName('unpriv')
   const ns = uniqueName('unpriv')
+  /** Another namespace, whose pod's service account token no pod of `ns` may read. */
+  const otherNs = uniqueName('unpriv-other')
   const unprivileged = unprivilegedCli()
   const cli = 'cli' in unprivileged ? unprivileged.cli : cliPath()
   /** Who the node runs as: every container's user. */
   const uid = isRoot ? Nobody : process.getuid!()
+  /** That user's own local control plane, where `cluster up` run by it puts its dir by default (in vnode's state base). */
+  const ownCaKey = () => join(home, '.local', 'state', 'kubectl-vnode', 'cluster', 'pki', 'ca.key')
   // Skipped (CI: failed) only where neither this checkout nor a hard-linked copy of it can be run by that user.
   const unprivTest = testWhen('cli' in unprivileged, 'why' in unprivileged ? unprivileged.why : '')
 
   beforeAll(async () => {
     c = await clients()
     await createNamespace(c.core, ns)
+    await createNamespace(c.core, otherNs)
     home = mkdtempSync(join(tmpdir(), 'vnode-unpriv-'))
     copyFileSync(kubeconfigPath(), join(home, 'kubeconfig'))
     chmodSync(home, 0o700)
     chmodSync(join(home, 'kubeconfig'), 0o600)
-    if (isRoot) for (const p of [home, join(home, 'kubeconfig')]) chownSync(p, Nobody, Nobody)
+    // A CA key of that user's own control plane (a fresh key, never the e2e cluster's), 0600 in 0700 dirs of that user.
+    mkdirSync(dirname(ownCaKey()), {recursive: true, mode: 0o700})
+    writeFileSync(ownCaKey(), generateKeyPairSync('ec', {namedCurve: 'prime256v1'}).privateKey.export({type: 'pkcs8', format: 'pem'}), {mode: 0o600})
+    const owned = [home, join(home, 'kubeconfig')]
+    for (let p = ownCaKey(); p !== home; p = dirname(p)) owned.push(p)
+    if (isRoot) for (const p of owned) chownSync(p, Nobody, Nobody)
   })
   afterAll(async () => {
     await node?.stop('SIGTERM', 40_000).catch(() => node?.stop('SIGKILL'))
     await deleteNamespace(c.core, ns)
+    await deleteNamespace(c.core, otherNs)
     await c.core.deleteNode({name}).catch(() => undefined)
     rmSync(home, {recursive: true, force: true})
     if ('copy' in unprivileged && unprivileged.copy) rmSync(unprivileged.copy, {recursive: true, force: true})
@@ -330,6 +348,92 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
         await waitFor(() => !existsSync(upper), "the first instance's layer to be discarded", 30_000, 300)
       } finally {
         rmSync(marker, {force: true})
+      }
+    },
+    150_000,
+  )
+
+  unprivTest(
+    'the control plane CA keys, the kubeconfig and another pod token are unreadable by absolute and relative path: main process, kubectl exec, kubectl cp',
+    async () => {
+      const n = await up()
+      // A pod of another namespace, with its service account token (a file of that user on the host, in the node's state dir).
+      await c.core.createNamespacedPod({namespace: otherNs, body: {metadata: {name: 'holder'}, spec: {nodeName: name, terminationGracePeriodSeconds: 1, containers: [shell(Forever)]}}})
+      const holder = (await c.core.readNamespacedPod({namespace: otherNs, name: 'holder'})).metadata!.uid!
+      const tokenPath = await waitFor(
+        () => {
+          const vols = join(n.stateDir, 'pods', holder, 'volumes')
+          const dir = existsSync(vols) ? readdirSync(vols).find((v) => v.startsWith('kube-api-access')) : undefined
+          const p = dir && join(vols, dir, 'token')
+          return p && existsSync(p) ? p : undefined
+        },
+        "the other pod's token",
+        30_000,
+        300,
+      )
+      const e2eCaKey = join(dirname(kubeconfigPath()), 'pki', 'ca.key')
+      const kubeconfig = join(home, 'kubeconfig')
+      const secrets = [e2eCaKey, ownCaKey(), kubeconfig, tokenPath]
+      const text = (p: string) => readFileSync(p, 'utf8')
+      expect(text(e2eCaKey)).toContain('PRIVATE KEY')
+      // What would show that one was read: a key's first base64 line, the kubeconfig's longest line (its credentials), the token.
+      const bits = [
+        text(e2eCaKey).split('\n')[1]!,
+        text(ownCaKey()).split('\n')[1]!,
+        text(kubeconfig)
+          .split('\n')
+          .reduce((a, b) => (b.length > a.length ? b : a)),
+        text(tokenPath),
+      ]
+      // Those of that user are readable by it on the host: only the walls keep them from its pods. (The e2e cluster's CA key is
+      // also out of its reach on the host: the run dir is root's, 0700.)
+      for (const p of [ownCaKey(), kubeconfig, tokenPath]) {
+        const r = await asNodeUser(['cat', p])
+        expect({p, exitCode: r.exitCode, read: r.stdout.length > 0}).toEqual({p, exitCode: 0, read: true})
+      }
+      // From the container's working directory (an emptyDir): each path as given, relative, and through `..` up to `/`.
+      const cwd = '/scratch'
+      const probes = secrets.flatMap((p) => [p, relative(cwd, p), `../../../../../../../..${p}`])
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'hidden'},
+          spec: {
+            nodeName: name,
+            terminationGracePeriodSeconds: 1,
+            automountServiceAccountToken: false,
+            volumes: [{name: 'scratch', emptyDir: {}}],
+            containers: [
+              shell(`echo control-content > control; for p in ${probes.join(' ')}; do cat "$p" 2>/dev/null; done; echo probes-done; ${Forever}`, {
+                workingDir: cwd,
+                volumeMounts: [{name: 'scratch', mountPath: cwd}],
+              }),
+            ],
+          },
+        },
+      })
+      const seen = await logsWhen('hidden', ns, (out) => out.includes('probes-done'), 'the main process to try every path')
+      for (const b of bits) expect(seen).not.toContain(b)
+      expect(seen.trim()).toBe('probes-done')
+      // exec and cp do reach the container's own files, by relative path too: what they do not read is hidden, not unreachable.
+      expect(await kubectl(['exec', '-n', ns, 'hidden', '--', 'cat', 'control'])).toMatchObject({exitCode: 0, stdout: 'control-content'})
+      for (const p of probes) {
+        const r = await kubectl(['exec', '-n', ns, 'hidden', '--', 'cat', p])
+        for (const b of bits) expect(r.stderr).not.toContain(b)
+        expect({p, stdout: r.stdout}).toEqual({p, stdout: ''})
+      }
+      const dir = mkdtempSync(join(runDir(), 'unpriv-cp-'))
+      try {
+        expect(await kubectl(['-n', ns, 'cp', 'hidden:control', join(dir, 'control')])).toMatchObject({exitCode: 0})
+        expect(readFileSync(join(dir, 'control'), 'utf8')).toBe('control-content\n')
+        for (const [i, p] of probes.entries()) {
+          const local = join(dir, String(i))
+          await kubectl(['-n', ns, 'cp', `hidden:${p}`, local])
+          const got = existsSync(local) && statSync(local).isFile() ? readFileSync(local, 'utf8') : ''
+          expect({p, copied: bits.filter((b) => got.includes(b)).length}).toEqual({p, copied: 0})
+        }
+      } finally {
+        rmSync(dir, {recursive: true, force: true})
       }
     },
     150_000,
