@@ -84,8 +84,9 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
   const otherNs = uniqueName('unpriv-other')
   const unprivileged = unprivilegedCli()
   const cli = 'cli' in unprivileged ? unprivileged.cli : cliPath()
-  /** Who the node runs as: every container's user. */
+  /** Who the node runs as: every container's user and group. */
   const uid = isRoot ? Nobody : process.getuid!()
+  const gid = isRoot ? Nobody : process.getgid!()
   /** That user's own local control plane, where `cluster up` run by it puts its dir by default (in vnode's state base). */
   const ownCaKey = () => join(home, '.local', 'state', 'kubectl-vnode', 'cluster', 'pki', 'ca.key')
   // Skipped (CI: failed) only where neither this checkout nor a hard-linked copy of it can be run by that user.
@@ -146,6 +147,19 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       },
       what,
       timeoutMs,
+      300,
+    )
+  }
+
+  /** A container's waiting state, once it has this reason. */
+  async function waitingReason(pod: string, reason: string, what: string) {
+    return waitFor(
+      async () => {
+        const w = (await c.core.readNamespacedPod({namespace: ns, name: pod})).status?.containerStatuses?.[0]?.state?.waiting
+        return w?.reason === reason ? w : undefined
+      },
+      what,
+      30_000,
       300,
     )
   }
@@ -437,6 +451,55 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       }
     },
     150_000,
+  )
+
+  unprivTest(
+    "fsGroup: the node's own group is applied to an emptyDir (its group, setgid); another group waits in CreateContainerConfigError with a Failed event",
+    async () => {
+      await up()
+      const foreign = gid === 2000 ? 2001 : 2000
+      const emptyDir = {volumes: [{name: 'data', emptyDir: {}}]}
+      const mounted = {volumeMounts: [{name: 'data', mountPath: '/data'}]}
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'fsgroup'},
+          spec: {
+            nodeName: name,
+            restartPolicy: 'Never',
+            automountServiceAccountToken: false,
+            securityContext: {fsGroup: gid},
+            ...emptyDir,
+            containers: [shell("stat -c 'data %g %A' /data; touch /data/f && stat -c 'file %u %g' /data/f", mounted)],
+          },
+        },
+      })
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'fsgroup-other'},
+          spec: {nodeName: name, automountServiceAccountToken: false, securityContext: {fsGroup: foreign}, containers: [shell('sleep 30')]},
+        },
+      })
+      const out = await logsWhen('fsgroup', ns, (o) => /^file /m.test(o), 'the fsGroup pod to print its volume')
+      expect(out).toMatch(new RegExp(`^data ${gid} drwxrwsrwx$`, 'm'))
+      expect(out).toMatch(new RegExp(`^file ${uid} ${gid}$`, 'm'))
+      const waiting = await waitingReason('fsgroup-other', 'CreateContainerConfigError', 'the other group to be refused')
+      expect(waiting.message).toMatch(
+        new RegExp(
+          `^supplementary groups ${foreign} \\(fsGroup, supplementalGroups\\) cannot be honoured on this node: vnode runs as uid ${uid}, and its user namespace maps only that user \\(walls: `,
+        ),
+      )
+      const event = await waitFor(
+        async () => (await c.core.listNamespacedEvent({namespace: ns, fieldSelector: 'involvedObject.name=fsgroup-other'})).items.find((e) => e.reason === 'Failed'),
+        'the Failed event',
+        30_000,
+        300,
+      )
+      expect(event.type).toBe('Warning')
+      expect(event.message).toBe(`Error: ${waiting.message}`)
+    },
+    90_000,
   )
 
   unprivTest(
