@@ -82,6 +82,8 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
   const ns = uniqueName('unpriv')
   /** Another namespace, whose pod's service account token no pod of `ns` may read. */
   const otherNs = uniqueName('unpriv-other')
+  /** A namespace where PodSecurity enforces the restricted level. */
+  const restricted = uniqueName('unpriv-restricted')
   const unprivileged = unprivilegedCli()
   const cli = 'cli' in unprivileged ? unprivileged.cli : cliPath()
   /** Who the node runs as: every container's user and group. */
@@ -96,6 +98,8 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     c = await clients()
     await createNamespace(c.core, ns)
     await createNamespace(c.core, otherNs)
+    await c.core.createNamespace({body: {metadata: {name: restricted, labels: {'pod-security.kubernetes.io/enforce': 'restricted'}}}})
+    await waitFor(() => c.core.readNamespacedServiceAccount({name: 'default', namespace: restricted}), `the default service account in ${restricted}`, 30_000, 100)
     home = mkdtempSync(join(tmpdir(), 'vnode-unpriv-'))
     copyFileSync(kubeconfigPath(), join(home, 'kubeconfig'))
     chmodSync(home, 0o700)
@@ -111,6 +115,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
     await node?.stop('SIGTERM', 40_000).catch(() => node?.stop('SIGKILL'))
     await deleteNamespace(c.core, ns)
     await deleteNamespace(c.core, otherNs)
+    await deleteNamespace(c.core, restricted)
     await c.core.deleteNode({name}).catch(() => undefined)
     rmSync(home, {recursive: true, force: true})
     if ('copy' in unprivileged && unprivileged.copy) rmSync(unprivileged.copy, {recursive: true, force: true})
@@ -498,6 +503,53 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
       )
       expect(event.type).toBe('Warning')
       expect(event.message).toBe(`Error: ${waiting.message}`)
+    },
+    90_000,
+  )
+
+  unprivTest(
+    'a pod PodSecurity restricted admits runs as the node user, and every write outside its emptyDir stays off the host',
+    async () => {
+      await up()
+      const marker = `vnode-unpriv-restricted-${restricted}`
+      const places = [...new Set(['/tmp', tmpdir(), '/var/tmp', '/dev/shm', '/opt', '/etc', '/usr/local', '/root', home, runDir()])]
+      const markers = places.map((p) => join(p, marker))
+      // Where that user may write on the host (its home, /tmp): there only the walls keep the pod's writes off the host.
+      const writable = await Promise.all(places.map(async (p) => ((await asNodeUser(['test', '-w', p])).exitCode === 0 ? p : undefined)))
+      expect(writable).toEqual(expect.arrayContaining(['/tmp', home]))
+      const script = [...markers.map((m) => `touch ${m} 2>/dev/null && echo wrote ${m}`), 'touch /scratch/kept && echo volume-ok', 'id -u'].join('; ')
+      try {
+        // No hostPath out dir: PodSecurity restricted refuses one.
+        await c.core.createNamespacedPod({
+          namespace: restricted,
+          body: {
+            metadata: {name: 'restricted'},
+            spec: {
+              nodeName: name,
+              restartPolicy: 'Never',
+              securityContext: {runAsNonRoot: true, seccompProfile: {type: 'RuntimeDefault'}},
+              volumes: [{name: 'scratch', emptyDir: {}}],
+              containers: [shell(script, {securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: ['ALL']}}, volumeMounts: [{name: 'scratch', mountPath: '/scratch'}]})],
+            },
+          },
+        })
+        const phase = await waitFor(
+          async () => {
+            const p = (await c.core.readNamespacedPod({namespace: restricted, name: 'restricted'})).status?.phase
+            return p === 'Succeeded' || p === 'Failed' ? p : undefined
+          },
+          'the restricted pod to finish',
+          30_000,
+          300,
+        )
+        expect(phase).toBe('Succeeded')
+        const out = (await kubectl(['logs', '-n', restricted, 'restricted'])).stdout
+        expect(out).toMatch(/^volume-ok$/m)
+        expect(out.trim().split('\n').at(-1)).toBe(String(uid))
+        expect(markers.filter((m) => existsSync(m))).toEqual([])
+      } finally {
+        for (const m of markers) rmSync(m, {force: true})
+      }
     },
     90_000,
   )
