@@ -483,7 +483,8 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
         namespace: ns,
         body: {
           metadata: {name: 'fsgroup-other'},
-          spec: {nodeName: name, automountServiceAccountToken: false, securityContext: {fsGroup: foreign}, containers: [shell('sleep 30')]},
+          // With volumes fsGroup applies to (an emptyDir, the automounted token): the refusal still names the field, never a mount's EPERM.
+          spec: {nodeName: name, securityContext: {fsGroup: foreign}, ...emptyDir, containers: [shell('sleep 30', mounted)]},
         },
       })
       const out = await logsWhen('fsgroup', ns, (o) => /^file /m.test(o), 'the fsGroup pod to print its volume')

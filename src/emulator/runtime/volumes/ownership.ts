@@ -27,9 +27,19 @@ function readOnlyVolume(v: V1Volume): boolean {
   return !v.emptyDir
 }
 
+/**
+ * A group vnode's user may give its files: any as root, otherwise one of its
+ * own. Another is a wall this node cannot build: the container's config
+ * refuses it (CreateContainerConfigError, sandbox/walls.ts), so the volume
+ * is left as it is rather than failing its mount with EPERM.
+ */
+function mayGiveGroup(gid: number): boolean {
+  return process.getuid?.() === 0 || process.getgid?.() === gid || (process.getgroups?.() ?? []).includes(gid)
+}
+
 export async function applyFsGroup(pod: V1Pod, v: V1Volume, dir: string): Promise<void> {
   const fsGroup = pod.spec?.securityContext?.fsGroup
-  if (fsGroup === undefined || !takesFsGroup(v)) return
+  if (fsGroup === undefined || !takesFsGroup(v) || !mayGiveGroup(fsGroup)) return
   const mask = readOnlyVolume(v) ? RoMask : RwMask
   if (pod.spec?.securityContext?.fsGroupChangePolicy === 'OnRootMismatch') {
     const root = await lstat(dir)
