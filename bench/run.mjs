@@ -26,6 +26,22 @@ const onlyArg = process.argv.find((a) => a.startsWith('--only'))
 const only = onlyArg ? (onlyArg.includes('=') ? onlyArg.split('=')[1] : process.argv[process.argv.indexOf(onlyArg) + 1]).split(',') : undefined
 const Scenarios = ['start', 'default', 'sandbox', 'walls', 'cgroups', 'network', 'kubelet', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
 if (only?.some((s) => !Scenarios.includes(s))) throw new Error(`--only takes ${Scenarios.join(',')}`)
+/** The first argument the bench does not know: a typo or --help would otherwise start a whole run. */
+function unknownArg(argv) {
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--only' || argv[i] === '--start-pods') i++
+    else if (!['--quick', '--strict'].includes(argv[i]) && !argv[i].startsWith('--only=')) return argv[i]
+  }
+  return undefined
+}
+const unknown = unknownArg(process.argv.slice(2))
+if (unknown !== undefined) {
+  const help = unknown === '--help' || unknown === '-h'
+  process[help ? 'stdout' : 'stderr'].write(
+    `${help ? '' : `bench: unknown argument ${unknown}\n`}usage: npm run bench [-- --quick] [-- --only ${Scenarios.join(',')}] [-- --start-pods N] [-- --strict]\n`,
+  )
+  process.exit(help ? 0 : 2)
+}
 const want = (s) => !only || only.includes(s)
 /** `--start-pods N`: the start bursts' size (a small run on a busy machine). */
 const startPodsArg = process.argv.indexOf('--start-pods')
