@@ -6,7 +6,8 @@ import {tmpdir} from 'node:os'
 import {dirname, join, relative} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
 import {readMountPoints, topmostBelow} from '../../src/emulator/runtime/sandbox/root-layer.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testEnv, testWhen, uniqueName, VnodeProcess, waitFor} from './helpers.js'
+import {expectInteractiveShell} from './tty-exec.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testWhen, uniqueName, VnodeProcess, waitFor} from './helpers.js'
 
 /** nobody:nogroup on Debian. */
 const Nobody = 65534
@@ -564,37 +565,7 @@ describeE2e('the pod sandbox for a user without privileges (user namespaces)', (
         body: {metadata: {name: 'tty'}, spec: {nodeName: name, terminationGracePeriodSeconds: 1, automountServiceAccountToken: false, containers: [shell(Forever)]}},
       })
       await waitFor(async () => (await kubectl(['-n', ns, 'exec', 'tty', '--', 'true'])).exitCode === 0, 'tty running', 30_000, 300)
-      const sock = uniqueName('tmux')
-      const dir = mkdtempSync(join(runDir(), 'unpriv-tty-'))
-      const tmux = (...args: string[]) => execa('tmux', ['-L', sock, ...args], {env: testEnv()})
-      const screen = async () => (await tmux('capture-pane', '-p', '-t', 's')).stdout
-      try {
-        await tmux(
-          'new-session',
-          '-d',
-          '-s',
-          's',
-          '-x',
-          '100',
-          '-y',
-          '30',
-          `${join(process.env[E2eEnv.binDir]!, 'kubectl')} -n ${ns} exec -it tty -- sh 2> ${dir}/err; echo rc=$? > ${dir}/rc; sleep 30`,
-        )
-        await waitFor(async () => /[$#] ?$/m.test(await screen()), 'a shell prompt', 20_000)
-        await tmux('send-keys', '-t', 's', 'tty; sleep 0.3 & jobs; fg; echo mark-$((6*7))', 'Enter')
-        const first = await waitFor(async () => ((await screen()).includes('mark-42') ? screen() : undefined), 'the answers', 15_000)
-        expect(first).toMatch(/^\/dev\/pts\/\d+$/m)
-        expect(first).toContain('Running')
-        expect(first).not.toContain('Cannot set tty process group')
-        expect(first).not.toContain('not a tty')
-        await tmux('send-keys', '-t', 's', 'exit 3', 'Enter')
-        const rc = await waitFor(() => existsSync(join(dir, 'rc')) && readFileSync(join(dir, 'rc'), 'utf8').trim(), 'kubectl to exit', 15_000)
-        expect(rc).toBe('rc=3')
-        expect(readFileSync(join(dir, 'err'), 'utf8')).toContain('command terminated with exit code 3')
-      } finally {
-        await tmux('kill-server').catch(() => undefined)
-        rmSync(dir, {recursive: true, force: true})
-      }
+      await expectInteractiveShell(join(process.env[E2eEnv.binDir]!, 'kubectl'), ns, 'tty')
     },
     90_000,
   )

@@ -1,10 +1,10 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {execa} from 'execa'
 import {existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
-import {createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, processesMatching, runDir, stopAllVnodes, testEnv, uniqueName, waitFor} from './helpers.js'
+import {expectInteractiveShell} from './tty-exec.js'
+import {createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, processesMatching, runDir, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 
 const kubectlBin = () => join(process.env[E2eEnv.binDir]!, 'kubectl')
 
@@ -198,25 +198,6 @@ describeE2e('the sandbox walls: root filesystem, hidden paths, exec inside', () 
   test('exec -it: a terminal of the sandbox /dev/pts, job control, exit 3 is the exit code', async () => {
     await f.create({metadata: {name: 'tty'}, spec: {terminationGracePeriodSeconds: 1, containers: [shell('main', 'while :; do sleep 1; done')]}})
     await waitFor(async () => (await kubectl(['-n', f.ns, 'exec', 'tty', '--', 'true'])).exitCode === 0, 'tty running')
-    const sock = uniqueName('tmux')
-    const dir = mkdtempSync(join(runDir(), 'tty-'))
-    const tmux = (...args: string[]) => execa('tmux', ['-L', sock, ...args], {env: testEnv()})
-    const screen = async () => (await tmux('capture-pane', '-p', '-t', 's')).stdout
-    try {
-      await tmux('new-session', '-d', '-s', 's', '-x', '100', '-y', '30', `${kubectlBin()} -n ${f.ns} exec -it tty -- sh 2> ${dir}/err; echo rc=$? > ${dir}/rc; sleep 30`)
-      await waitFor(async () => /[$#] ?$/m.test(await screen()), 'a shell prompt', 20_000)
-      await tmux('send-keys', '-t', 's', 'tty; sleep 0.3 & jobs; fg; echo mark-$((6*7))', 'Enter')
-      const first = await waitFor(async () => ((await screen()).includes('mark-42') ? screen() : undefined), 'the answers', 15_000)
-      expect(first).toMatch(/^\/dev\/pts\/\d+$/m)
-      expect(first).toContain('Running')
-      expect(first).not.toContain('Cannot set tty process group')
-      expect(first).not.toContain('not a tty')
-      await tmux('send-keys', '-t', 's', 'exit 3', 'Enter')
-      const rc = await waitFor(() => existsSync(join(dir, 'rc')) && readFileSync(join(dir, 'rc'), 'utf8').trim(), 'kubectl to exit', 15_000)
-      expect(rc).toBe('rc=3')
-      expect(readFileSync(join(dir, 'err'), 'utf8')).toContain('command terminated with exit code 3')
-    } finally {
-      await tmux('kill-server').catch(() => undefined)
-    }
+    await expectInteractiveShell(kubectlBin(), f.ns, 'tty')
   })
 })
