@@ -21,12 +21,12 @@ function procsFiles(n: number): string[] {
 
 describe('a bare process placed in its cgroups before its program runs', () => {
   test('without cgroup files the program is spawned as given', () => {
-    expect(placedArgv(spec({}), 'sleep', ['1'])).toEqual(['sleep', '1'])
+    expect(placedArgv(spec({}), 'sleep', ['1'])).toEqual({argv: ['sleep', '1'], placed: false})
   })
 
   test('a program that does not resolve, or an environment perl itself reads, is spawned as given (placed after its spawn)', () => {
-    expect(placedArgv(spec({cgroupProcs: ['/x/cgroup.procs']}), 'no-such-program-here', ['a'])).toEqual(['no-such-program-here', 'a'])
-    expect(placedArgv(spec({cgroupProcs: ['/x/cgroup.procs'], env: {PATH: Path, PERL5OPT: '-w'}}), 'sh', ['-c', 'true'])).toEqual(['sh', '-c', 'true'])
+    expect(placedArgv(spec({cgroupProcs: ['/x/cgroup.procs']}), 'no-such-program-here', ['a'])).toEqual({argv: ['no-such-program-here', 'a'], placed: false})
+    expect(placedArgv(spec({cgroupProcs: ['/x/cgroup.procs'], env: {PATH: Path, PERL5OPT: '-w'}}), 'sh', ['-c', 'true'])).toEqual({argv: ['sh', '-c', 'true'], placed: false})
   })
 
   test('the pid the program runs as is written to every file; its arguments, argv[0] and environment reach it untouched', async () => {
@@ -35,7 +35,11 @@ describe('a bare process placed in its cgroups before its program runs', () => {
     // Names a shell would drop or rewrite (PWD, IFS, a.b): the kubelet passes every one as the spec has it.
     const env = {PATH: Path, 'a.b': '1', 'x-y': '2', IFS: 'x', PWD: '/elsewhere'}
     const program = 'open(my $c, "<", "/proc/self/cmdline"); my @argv = split /\\0/, <$c>; print join("\\n", $$, $argv[0], $ARGV[0], map { "$_=$ENV{$_}" } sort keys %ENV)'
-    const [file, ...args] = placedArgv(spec({cgroupProcs: files, env}), 'perl', ['-e', program, odd])
+    const {
+      argv: [file, ...args],
+      placed,
+    } = placedArgv(spec({cgroupProcs: files, env}), 'perl', ['-e', program, odd])
+    expect(placed).toBe(true)
     const r = await execa(file!, args, {env, extendEnv: false, cwd: '/'})
     const [pid, argv0, arg, ...envLines] = r.stdout.split('\n')
     expect([argv0, arg]).toEqual(['perl', odd])
@@ -46,7 +50,9 @@ describe('a bare process placed in its cgroups before its program runs', () => {
   test('a file it cannot write stops the start before the program runs (exit 126)', async () => {
     const dir = tempDir('vnode-placed-')
     const marker = join(dir, 'ran')
-    const [file, ...args] = placedArgv(spec({cgroupProcs: [join(dir, 'missing', 'cgroup.procs')]}), 'sh', ['-c', `: > ${marker}`])
+    const {
+      argv: [file, ...args],
+    } = placedArgv(spec({cgroupProcs: [join(dir, 'missing', 'cgroup.procs')]}), 'sh', ['-c', `: > ${marker}`])
     const r = await execa(file!, args, {reject: false})
     expect(r.exitCode).toBe(126)
     expect(() => readFileSync(marker)).toThrow()

@@ -109,12 +109,12 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       sandbox: config.view,
       clock: host.clock,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
-      // (process/placed-argv.ts); placed again after the spawn, a no-op then, for a bare process that could not place itself.
+      // (process/placed-argv.ts), else it is placed right after its spawn.
       cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,
       beforeExec:
         cgroup || beforeExec
-          ? async (pid) => {
-              if (cgroup) cgroups!.place(cgroup, pid)
+          ? async (pid, placed) => {
+              if (cgroup && !placed) cgroups!.place(cgroup, pid)
               await beforeExec?.(pod, c.name, pid)
             }
           : undefined,

@@ -104,7 +104,8 @@ export class ContainerProcess {
     }
     if (spec.tty) return ContainerProcess.startOnTerminal(spec, file, args)
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
-    const [program, ...programArgs] = placedArgv(spec, file, args)
+    const {argv: placedArgs, placed} = placedArgv(spec, file, args)
+    const [program, ...programArgs] = placedArgs
     const spawn = () =>
       execa(program!, programArgs, {
         cwd: spec.cwd,
@@ -141,7 +142,7 @@ export class ContainerProcess {
       throw new StartError(startErrorMessage(file, e, spec.cwd))
     }
     try {
-      await spec.beforeExec?.(child.pid)
+      await spec.beforeExec?.(child.pid, placed)
     } catch (error) {
       signalGroup(child.pid, 'SIGKILL')
       await rawExit

@@ -22,22 +22,22 @@ const ReadByPerl = /^PERL/
 
 /**
  * The argv of a bare host process: with cgroupProcs, through the placing
- * step, so that nothing of the program runs outside its cgroups (the start
- * also places the process right after its spawn, which then changes
- * nothing). As given, for that later placement alone, when there is no perl
+ * step (placed), so that nothing of the program runs outside its cgroups.
+ * As given (not placed: the start places it right after its spawn) when there is no perl
  * on vnode's PATH or the container's environment speaks to perl; and when
  * the program does not resolve, so that the spawn fails with its own error
  * (the StartError message of every other start).
  */
-export function placedArgv(spec: SpawnSpec, file: string, args: string[]): string[] {
+export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv: string[]; placed: boolean} {
+  const given = {argv: [file, ...args], placed: false}
   const perl = hostProgram(PlaceProgram)
-  if (!spec.cgroupProcs?.length || !perl.startsWith('/') || Object.keys(spec.env).some((k) => ReadByPerl.test(k))) return [file, ...args]
+  if (!spec.cgroupProcs?.length || !perl.startsWith('/') || Object.keys(spec.env).some((k) => ReadByPerl.test(k))) return given
   let path: string
   try {
     path = resolveExecutable(file, spec.env, spec.cwd)
   } catch (error) {
-    if (error instanceof ExecStartError) return [file, ...args]
+    if (error instanceof ExecStartError) return given
     throw error
   }
-  return [perl, '-e', PlaceScript, ...spec.cgroupProcs, '--', path, file, ...args]
+  return {argv: [perl, '-e', PlaceScript, ...spec.cgroupProcs, '--', path, file, ...args], placed: true}
 }

@@ -26,8 +26,8 @@ export interface SpawnSpec {
   tty?: boolean
   /** Run in a pod sandbox (namespaces mode); a bare host process when unset. cwd is then in the container's view. */
   sandbox?: ContainerSandboxSpec
-  /** Called with the main process's host pid before its program runs (cgroup placement); a throw fails the start. */
-  beforeExec?: (pid: number) => Promise<void>
+  /** Called with the main process's host pid before its program runs (cgroup placement; placed: it joined cgroupProcs itself); a throw fails the start. */
+  beforeExec?: (pid: number, placed?: boolean) => Promise<void>
   /**
    * A bare host process (no sandbox): the cgroup.procs files it joins before
    * its program runs, so the cgroup's limits and accounting cover it from
