@@ -18,6 +18,11 @@ export function stateBase(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_STATE_HOME || join(homedir(), '.local', 'state'), 'kubectl-vnode')
 }
 
+/** Where every node's default state dir is: `<base>/nodes/<name>`. */
+export function nodesStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(stateBase(env), 'nodes')
+}
+
 /** Records a state or cluster dir outside the base, so every node hides it; dirs that are gone are dropped. */
 export function registerStateDir(dir: string, env: NodeJS.ProcessEnv = process.env): void {
   const base = stateBase(env)

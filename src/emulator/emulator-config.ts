@@ -1,7 +1,7 @@
 import type {V1Pod, V1Taint} from '@kubernetes/client-node'
-import {homedir} from 'node:os'
 import {join} from 'node:path'
 import {freePort, portOr} from '../common/ports.js'
+import {nodesStateDir} from '../common/state-dirs.js'
 import {UserError} from '../errors.js'
 import type {KubeOptions} from './kube/client.js'
 import type {RecordedEvent} from './kube/events.js'
@@ -103,8 +103,7 @@ export interface EmulatorSummary {
 }
 
 export function defaultStateDir(name: string): string {
-  const base = process.env.XDG_STATE_HOME || join(homedir(), '.local', 'state')
-  return join(base, 'kubectl-vnode', 'nodes', name)
+  return join(nodesStateDir(), name)
 }
 
 /** The Kubernetes node name rules: a DNS subdomain. */

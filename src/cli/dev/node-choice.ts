@@ -1,8 +1,7 @@
 import type {V1Node, V1Taint} from '@kubernetes/client-node'
 import {AllowedNamespacesAnnotation, NodeMarkerLabel} from '../../common/labels.js'
 import {readdirSync} from 'node:fs'
-import {join} from 'node:path'
-import {stateBase} from '../../common/state-dirs.js'
+import {nodesStateDir} from '../../common/state-dirs.js'
 import {UserError} from '../../errors.js'
 import type {KubeSession} from '../session.js'
 
@@ -80,7 +79,7 @@ export async function findNode(session: KubeSession, wanted: string | undefined)
 /** Nodes `up` ran on this host with their default state dir (`<state base>/nodes/<name>`). */
 function localNodeNames(): Set<string> {
   try {
-    return new Set(readdirSync(join(stateBase(), 'nodes')))
+    return new Set(readdirSync(nodesStateDir()))
   } catch {
     return new Set()
   }
