@@ -126,8 +126,8 @@ async function nodeEndpoints(session: Session, names: string[]): Promise<NodeEnd
 /**
  * For the local control plane of `cluster up` serving at server (found beside
  * the kubeconfig, or in the default cluster dir): whether its own kube-proxy
- * runs, and why not. One host has one service route: a second cluster's
- * ClusterIPs would be routed to the first one's kube-proxy.
+ * runs, and why not. Without it the cluster's ClusterIPs go to its own
+ * device, where nothing answers.
  */
 async function localServices(server: string, flags: KubeFlagValues): Promise<ClusterFacts['localServices']> {
   const {readState} = await import('../cluster/controlplane.js')

@@ -241,11 +241,11 @@ function clusterChecks(h: HostFacts, c: ClusterFacts, r: DoctorRequest): DoctorC
           id: 'services',
           capability: 'kube-proxy and cluster DNS',
           verdict: 'missing',
-          why: `kube-dns is at ${c.dns.ip}, but this cluster runs no kube-proxy${c.localServices.skipped ? ` (${c.localServices.skipped})` : ''}: the ClusterIPs this host routes are another cluster's`,
-          cost: "pods would reach the other cluster's Services and DNS, not this one's",
+          why: `kube-dns is at ${c.dns.ip}, but this cluster's kube-proxy is not running${c.localServices.skipped ? ` (${c.localServices.skipped})` : ''}: its ClusterIPs are swallowed by its own device`,
+          cost: "pods get the host's resolv.conf and cannot dial this cluster's ClusterIPs",
           fix: /needs root/.test(c.localServices.skipped ?? '')
-            ? {text: 'start the control plane as root (kube-proxy needs iptables rules and a route)', command: 'sudo kubectl vnode cluster up'}
-            : {text: "stop the other local control plane (its kube-proxy holds vnode-svc0), then start this one's again", command: 'kubectl vnode cluster down && kubectl vnode cluster up'},
+            ? {text: 'start the control plane as root (kube-proxy needs a network namespace of its own and a route)', command: 'sudo kubectl vnode cluster up'}
+            : {text: "start the control plane again (each cluster's kube-proxy runs in a network namespace of its own)", command: 'kubectl vnode cluster down && kubectl vnode cluster up'},
         }
       : c.dns.routedHere
         ? {id: 'services', capability: 'kube-proxy and cluster DNS', verdict: 'ok', why: `kube-dns at ${c.dns.ip}, and this host routes Service ClusterIPs (kube-proxy runs here)`}
@@ -258,7 +258,9 @@ function clusterChecks(h: HostFacts, c: ClusterFacts, r: DoctorRequest): DoctorC
             fix: local
               ? {
                   text:
-                    h.uid === 0 ? 'start the control plane again (kube-proxy needs iptables and a free vnode-svc0)' : 'start the control plane as root (kube-proxy needs iptables rules and a route)',
+                    h.uid === 0
+                      ? 'start the control plane again (kube-proxy needs iptables in a network namespace of its own)'
+                      : 'start the control plane as root (kube-proxy needs a network namespace of its own and a route)',
                   command: `${h.uid === 0 ? '' : 'sudo '}kubectl vnode cluster up`,
                 }
               : {text: "not available yet: vnode runs no kube-proxy for a remote cluster's Services"},

@@ -7,7 +7,11 @@ import {addClusterDevice, clusterAlias, configureClusterDevice, deviceAlias, par
  * this host: slot n gives the service range 10.0.n.0/24 (kubernetes Service
  * 10.0.n.1, cluster DNS 10.0.n.10), the pod range 10.(244-n).0.0/16 and the
  * API server's address 198.18.0.(n+1), on the cluster's own dummy device
- * vnode-svc<n> that also takes the service range's route.
+ * vnode-svc<n> that also takes the routes of the service and pod ranges
+ * (the nodes' bridges take their parts of the pod range with longer
+ * prefixes; the rest is swallowed here, never sent off the machine), and
+ * 198.19.n.0/30 for the link to its kube-proxy's namespace
+ * (services/proxy-netns.ts).
  *
  * The API server's address is local to this host and routed nowhere else:
  * pods in their own network namespaces reach it through their bridge (the
@@ -32,6 +36,8 @@ export interface ClusterNetwork {
   podCidr: string
   kubernetesIp: string
   clusterDns: string
+  /** The /30 between the host and the cluster's kube-proxy namespace; unset without a device. */
+  proxyLink?: string
   /** Why the API server is on loopback, when it is. */
   reason?: string
 }
@@ -45,13 +51,14 @@ export function slotNetwork(n: number): Omit<ClusterNetwork, 'reason'> {
     podCidr: n === 0 ? '10.244.0.0/16' : `10.${244 - n}.0.0/16`,
     kubernetesIp: `10.0.${n}.1`,
     clusterDns: `10.0.${n}.10`,
+    proxyLink: `198.19.${n}.0/30`,
   }
 }
 
 export const LoopbackReason = 'the local control plane was started without root, so its API server is on loopback, which pods in their own network namespaces cannot reach'
 
 function loopbackNetwork(reason: string): ClusterNetwork {
-  return {...slotNetwork(0), slot: undefined, device: undefined, apiAddress: '127.0.0.1', reason}
+  return {...slotNetwork(0), slot: undefined, device: undefined, proxyLink: undefined, apiAddress: '127.0.0.1', reason}
 }
 
 const toInt = (a: string) => a.split('.').reduce((s, o) => s * 256 + Number(o), 0)
@@ -89,7 +96,7 @@ async function hostPrefixes(): Promise<string[]> {
 
 export function slotIsFree(n: number, prefixes: string[]): boolean {
   const s = slotNetwork(n)
-  return ![s.serviceCidr, s.podCidr, `${s.apiAddress}/32`].some((c) => prefixes.some((p) => overlaps(c, p)))
+  return ![s.serviceCidr, s.podCidr, `${s.apiAddress}/32`, s.proxyLink!].some((c) => prefixes.some((p) => overlaps(c, p)))
 }
 
 const recordFile = (dir: string) => join(dir, 'network.json')
@@ -131,8 +138,8 @@ export async function claimClusterNetwork(dir: string, fingerprint: string, loop
 
   async function configure(net: ClusterNetwork): Promise<ClusterNetwork> {
     try {
-      await configureClusterDevice(net.device!, net.apiAddress, net.serviceCidr)
-      // Until this cluster's kube-proxy runs again (services.ts says so on the alias).
+      await configureClusterDevice(net.device!, net.apiAddress, [net.serviceCidr, net.podCidr])
+      // The dummy never says kube-proxy (the link to its namespace does); a device kept from an older start might.
       await setClusterAlias(net.device!, fingerprint, false)
       return net
     } catch (error) {

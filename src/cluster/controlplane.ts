@@ -312,6 +312,8 @@ async function startOn(opts: ClusterOptions, network: ClusterNetwork, fingerprin
       serviceCidr: network.serviceCidr,
       clusterDns: network.clusterDns,
       serviceRoute: network.device,
+      proxyLink: network.proxyLink,
+      podCidr: network.podCidr,
       fingerprint,
       hostIp: hostAddresses()[0],
       kubeconfigYaml: (user, name) => kubeconfigYaml(server, pki.ca.cert, user, name),

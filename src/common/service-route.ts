@@ -15,8 +15,8 @@ import {readFile} from 'node:fs/promises'
  * The device's alias names its cluster by the fingerprint of the cluster's
  * CA, so a node (which has the CA in its kubeconfig) can tell its own
  * cluster's device from another's, and `cluster down` removes only its own;
- * and it says whether the cluster's kube-proxy serves the range (only one
- * kube-proxy runs on a host).
+ * and the alias of the link to the cluster's kube-proxy namespace says
+ * that kube-proxy serves the range (cluster/services/proxy-netns.ts).
  */
 
 export const ServiceRoutePrefix = 'vnode-svc'
@@ -25,6 +25,11 @@ export const ServiceRouteInterface = `${ServiceRoutePrefix}0`
 
 export function serviceRouteDevice(slot: number): string {
   return `${ServiceRoutePrefix}${slot}`
+}
+
+/** The host side of the link to the kube-proxy namespace of the cluster whose device is dev (also the namespace's name). */
+export function proxyLinkDevice(dev: string): string {
+  return `${dev}-kp`
 }
 
 /** A short, stable name of a cluster: the first 16 hex digits of its CA certificate's SHA-256 fingerprint. */
@@ -53,15 +58,6 @@ async function ip(args: string[]): Promise<{ok: boolean; stdout: string; stderr:
   const {execa} = await import('execa')
   const r = await execa('ip', args, {reject: false, stdin: 'ignore'})
   return {ok: r.exitCode === 0, stdout: String(r.stdout), stderr: String(r.stderr)}
-}
-
-/** The devices of other local clusters whose kube-proxy runs (their alias says so), besides `own`. */
-export async function kubeProxyDevicesBesides(own: string | undefined): Promise<string[]> {
-  const {readdir} = await import('node:fs/promises')
-  const devs = (await readdir('/sys/class/net').catch(() => [] as string[])).filter((d) => d.startsWith(ServiceRoutePrefix) && d !== own)
-  const out: string[] = []
-  for (const d of devs) if (parseAlias(await deviceAlias(d)).kubeProxy) out.push(d)
-  return out
 }
 
 /** The device's alias ('' for none), undefined when there is no such device. */
@@ -97,9 +93,9 @@ export async function addClusterDevice(dev: string, alias: string): Promise<bool
   return true
 }
 
-/** Adds a /32 address and routes cidr to the device; throws with ip's message. */
-export async function configureClusterDevice(dev: string, address: string | undefined, cidr: string): Promise<void> {
-  for (const args of [...(address ? [['addr', 'replace', `${address}/32`, 'dev', dev]] : []), ['route', 'replace', cidr, 'dev', dev]]) {
+/** Adds a /32 address and routes each cidr to the device; throws with ip's message. */
+export async function configureClusterDevice(dev: string, address: string | undefined, cidrs: string[]): Promise<void> {
+  for (const args of [...(address ? [['addr', 'replace', `${address}/32`, 'dev', dev]] : []), ...cidrs.map((cidr) => ['route', 'replace', cidr, 'dev', dev])]) {
     const r = await ip(args)
     if (!r.ok) throw new Error(`ip ${args.join(' ')}: ${r.stderr.trim()}`)
   }

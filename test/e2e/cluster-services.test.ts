@@ -6,7 +6,8 @@ import {isAlive} from '../../src/cluster/process.js'
 import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../src/common/host-firewall.js'
 import {freePort} from '../../src/common/ports.js'
 import {type Clients, clusterWithServices, describeE2e, kubectl, NODE, stopAllVnodes, testWhen, vnode, waitFor} from './helpers.js'
-import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, unusedAddress} from './network-helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice, unusedAddress} from './network-helpers.js'
+import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 
 /** A container that serves its name over HTTP on port and burns a little CPU, so metrics-server has a rate to report. */
 function server(name: string, port: number) {
@@ -30,13 +31,21 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
   const node = f.node
   const ns = f.ns
   let c: Clients
-  // The device and addresses this cluster got (its own on this host, as root).
+  // The device and addresses this cluster got (its own on this host, as root), and the link to its
+  // kube-proxy's namespace (also the namespace's name), where the service range is routed while it runs.
   let device = ''
+  let proxyLink = ''
   let clusterDns = ''
   let serviceCidr = ''
   beforeAll(() => {
     c = f.c
-    if (isRoot()) ({device: device = '', clusterDns, serviceCidr} = clusterNetwork(f.clusterDir))
+    if (isRoot()) {
+      const net = clusterNetwork(f.clusterDir)
+      clusterDns = net.clusterDns
+      serviceCidr = net.serviceCidr
+      device = net.device!
+      proxyLink = serviceDevice(net)
+    }
   })
 
   test('the Metrics API is served: kubectl top node and kubectl top pod list the node and every running pod', async () => {
@@ -84,17 +93,21 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
     expect(nodeTop).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
   }, 300_000)
 
-  test('the service range is routed to a local device, so an untranslated ClusterIP fails here', async () => {
+  test("the service range is routed into kube-proxy's namespace, where an untranslated ClusterIP fails at once", async () => {
     if (!isRoot()) {
       expect(f.upStderr).toContain('kube-proxy skipped: it needs root')
       return
     }
     // An address of the range no Service holds: no rule translates it.
     const unused = unusedAddress(serviceCidr)
-    await assertLocalRoute(unused, [device])
+    await assertLocalRoute(unused, [proxyLink])
     const r = await httpGet(unused, 80, '/', 8000)
     expect(r.status).toBeUndefined()
-    expect(['EHOSTUNREACH', 'ETIMEDOUT', 'ECONNREFUSED']).toContain(r.error)
+    // The namespace's unreachable route answers: not a timeout, nothing looped or sent on.
+    expect(r.error).toBe('EHOSTUNREACH')
+    // kube-proxy's rules are the namespace's own, none on the host.
+    await waitFor(async () => (await natRules(proxyLink)).includes('KUBE-SERVICES'), "kube-proxy's rules in its namespace", 60_000, 500)
+    expect(await natRules()).not.toContain('KUBE-SERVICES')
   }, 30_000)
 
   testWhen(isRoot(), 'kube-proxy needs root')(
@@ -110,7 +123,7 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
       const svc = await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: port}]}}})
       const clusterIp = svc.spec!.clusterIP!
       await waitFor(async () => (await c.core.readNamespacedPod({name: 'web', namespace: ns})).status?.containerStatuses?.[0]?.ready, 'web ready', 30_000)
-      await assertLocalRoute(clusterIp, [device])
+      await assertLocalRoute(clusterIp, [proxyLink])
       const res = await waitFor(
         async () => {
           const r = await httpGet(clusterIp, 80)
@@ -121,9 +134,9 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
         500,
       )
       expect(res.status).toBe(200)
-      expect(await natRules()).toContain(`${ns}/web`)
+      expect(await natRules(proxyLink)).toContain(`${ns}/web`)
 
-      await assertLocalRoute(clusterDns, [device])
+      await assertLocalRoute(clusterDns, [proxyLink])
       const resolver = new Resolver({timeout: 2000, tries: 2})
       resolver.setServers([clusterDns])
       const addrs = await waitFor(() => resolver.resolve4(`web.${ns}.svc.cluster.local`), 'the Service name in cluster DNS', 30_000, 500)
@@ -143,6 +156,8 @@ describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service 
     expect(down.exitCode).toBe(0)
     for (const pid of pids) expect(isAlive(pid)).toBe(false)
     if (isRoot()) expect(await links()).not.toContain(device)
+    if (isRoot()) expect(await links()).not.toContain(proxyLink)
+    if (isRoot()) expect(await listNetns(proxyLink)).toEqual([])
     expect(await natRules()).not.toContain(`${ns}/web`)
     expect(await natRules()).not.toContain('kube-system/kube-dns')
     // What kube-proxy's --cleanup keeps (KUBE-FIREWALL and its jumps from INPUT and OUTPUT) goes too.

@@ -3,7 +3,7 @@ import {readFileSync} from 'node:fs'
 import {request} from 'node:http'
 import {join} from 'node:path'
 import type {ClusterNetwork} from '../../src/cluster/cluster-network.js'
-import {routeDevice} from '../../src/common/service-route.js'
+import {proxyLinkDevice, routeDevice} from '../../src/common/service-route.js'
 
 /**
  * Never dial an address whose route leaves this machine: a ClusterIP or pod
@@ -34,10 +34,15 @@ export function httpGet(addr: string, port: number, path = '/', timeoutMs = 3000
 
 export const isRoot = () => process.getuid?.() === 0
 
-/** `iptables-save -t nat`, or '' where iptables is missing. */
-export async function natRules(): Promise<string> {
-  const r = await execa('iptables-save', ['-t', 'nat'], {reject: false})
+/** `iptables-save -t nat` of the host, or of the named network namespace; '' where iptables (or the namespace) is missing. */
+export async function natRules(netns?: string): Promise<string> {
+  const r = netns ? await execa('ip', ['netns', 'exec', netns, 'iptables-save', '-t', 'nat'], {reject: false}) : await execa('iptables-save', ['-t', 'nat'], {reject: false})
   return r.exitCode === 0 ? String(r.stdout) : ''
+}
+
+/** The link to the cluster's kube-proxy namespace: its service range and cluster DNS address are routed there while kube-proxy runs. Also the namespace's name. */
+export function serviceDevice(net: ClusterNetwork): string {
+  return proxyLinkDevice(net.device!)
 }
 
 /** The interface names on this host (those enslaved to master, when given). */

@@ -28,7 +28,7 @@ import {
   waitFor,
 } from './helpers.js'
 import {PodNetworkAnnotation} from '../../src/common/labels.js'
-import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules} from './network-helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice} from './network-helpers.js'
 /** One port every replica listens on inside its own namespace. */
 const AppPort = 8080
 
@@ -126,7 +126,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
   }
   const execIn = (pod: string, argv: string[]) => kubectl(['exec', '-n', ns, pod, '--', ...argv])
 
-  // The service route device and addresses this cluster got, its own on this host.
+  // The device this cluster's service range is routed to (the link to its kube-proxy's namespace, also the namespace's name) and its addresses.
   let device = ''
   let ClusterDnsIp = ''
   let podRange = ''
@@ -134,7 +134,12 @@ describeE2e('pod network: a namespace and an address per pod', () => {
     if (root) expect(f.upStderr).toContain('starting kube-proxy')
     c = f.c
     node = f.vnode
-    if (root) ({device: device = '', clusterDns: ClusterDnsIp, podCidr: podRange} = clusterNetwork(f.clusterDir))
+    if (root) {
+      const net = clusterNetwork(f.clusterDir)
+      ClusterDnsIp = net.clusterDns
+      podRange = net.podCidr
+      device = serviceDevice(net)
+    }
   })
 
   rootTest(
@@ -186,13 +191,43 @@ describeE2e('pod network: a namespace and an address per pod', () => {
   )
 
   rootTest(
+    'kubectl debug --copy-to: the copy binds the same port in its own namespace and runs beside the original',
+    async () => {
+      const [a] = await pods('web')
+      const original = a.metadata!.name!
+      const r = await kubectl(['debug', original, '-n', ns, '--copy-to=web-copy', '--same-node', '--image=busybox', '-c', 'dbg', '--', 'sleep', '3600'])
+      expect(r.exitCode).toBe(0)
+      const copy = await waitFor(
+        async () => {
+          const p = await c.core.readNamespacedPod({name: 'web-copy', namespace: ns})
+          return p.status?.containerStatuses?.find((s) => s.name === 'main')?.ready ? p : undefined
+        },
+        "the copy's server Ready",
+        60_000,
+        500,
+      )
+      expect(copy.status!.containerStatuses!.find((s) => s.name === 'main')!.restartCount).toBe(0)
+      expect(copy.status!.podIP).not.toBe(a.status!.podIP)
+      await assertLocalRoute(copy.status!.podIP!, [bridge])
+      expect((await httpGet(copy.status!.podIP!, AppPort)).body).toBe('web-copy')
+      // The original kept its port and was never restarted.
+      const now = await c.core.readNamespacedPod({name: original, namespace: ns})
+      expect(now.status!.containerStatuses![0]).toMatchObject({ready: true, restartCount: 0})
+      expect((await httpGet(now.status!.podIP!, AppPort)).body).toBe(original)
+      await c.core.deleteNamespacedPod({name: 'web-copy', namespace: ns, gracePeriodSeconds: 0})
+      await waitFor(async () => !(await c.core.readNamespacedPod({name: 'web-copy', namespace: ns}).catch(() => undefined)), 'the copy gone', 30_000, 500)
+    },
+    120_000,
+  )
+
+  rootTest(
     "a Service's ClusterIP and DNS name reach the replicas, from the host and from a pod",
     async () => {
       await c.core.createNamespacedService({namespace: ns, body: {metadata: {name: 'web'}, spec: {selector: {app: 'web'}, ports: [{port: 80, targetPort: AppPort}]}}})
       const clusterIp = (await c.core.readNamespacedService({name: 'web', namespace: ns})).spec!.clusterIP!
       await assertLocalRoute(clusterIp, [device])
       // kube-proxy waits up to 30 s for a Node of its own host name before it writes its first rules.
-      await waitFor(async () => (await natRules()).includes(`${ns}/web cluster IP`), 'kube-proxy rules for the Service', 90_000, 500)
+      await waitFor(async () => (await natRules(device)).includes(`${ns}/web cluster IP`), 'kube-proxy rules for the Service', 90_000, 500)
       const names = new Set((await pods('web')).map((p) => p.metadata!.name!))
       const seen = new Set<string>()
       let last = ''

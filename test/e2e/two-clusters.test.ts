@@ -10,7 +10,7 @@ import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
 import {E2eEnv} from './env.mjs'
 import {describeE2e, NODE, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
-import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules} from './network-helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice} from './network-helpers.js'
 import {execa} from 'execa'
 
 const AppPort = 8080
@@ -41,11 +41,11 @@ async function kubectlOn(side: Side, args: string[]): Promise<{stdout: string; s
 
 /**
  * Two `cluster up` clusters on one host, as root, on the default flags:
- * each its own API address, service and pod ranges, DNS address and
- * device. kube-proxy's chains have fixed names, so only the first runs one;
- * the second's ClusterIPs are swallowed by its own device (never routed by
- * the first's rules), and its nodes say they use the host's resolvers. Both
- * stopped: nothing of either is left.
+ * each its own API address, service and pod ranges, DNS address, device,
+ * and a kube-proxy in a network namespace of its own (kube-proxy's chains
+ * have fixed names, so two never share one namespace's tables). Each
+ * cluster's pods resolve and reach its own Services and never the other's.
+ * Both stopped: nothing of either is left.
  */
 describeE2e('two local clusters on one host', () => {
   const base = mkdtempSync(join(tmpdir(), 'vnode-two-'))
@@ -91,14 +91,15 @@ describeE2e('two local clusters on one host', () => {
   const rootOnly = testWhen(isRoot(), 'a cluster of its own address and device needs root')
 
   rootOnly(
-    'each cluster has its own API address, service and pod ranges, DNS address and device',
+    'each cluster has its own API address, service and pod ranges, DNS address, device and kube-proxy namespace',
     async () => {
       const [a, b] = sides
-      for (const k of ['apiAddress', 'serviceCidr', 'podCidr', 'clusterDns', 'device'] as const) expect(a.net[k]).not.toBe(b.net[k])
+      for (const k of ['apiAddress', 'serviceCidr', 'podCidr', 'clusterDns', 'device', 'proxyLink'] as const) expect(a.net[k]).not.toBe(b.net[k])
       for (const s of sides) {
         expect(s.net.reason).toBeUndefined()
+        expect(s.upStderr).toContain('starting kube-proxy')
         await assertLocalRoute(s.net.apiAddress, ['lo', s.net.device!])
-        await assertLocalRoute(s.net.clusterDns, [s.net.device!])
+        await assertLocalRoute(s.net.clusterDns, [serviceDevice(s.net)])
         const n = await s.core.readNode({name: s.node})
         expect(n.metadata?.annotations?.[PodNetworkAnnotation]).toBe('pod')
         expect(n.spec?.podCIDR?.split('.').slice(0, 2)).toEqual(s.net.podCidr.split('.').slice(0, 2))
@@ -107,68 +108,60 @@ describeE2e('two local clusters on one host', () => {
     30_000,
   )
 
+  /** Runs a Node.js program in the side's server pod; its stdout, trimmed, or its error. */
+  async function nodeIn(side: Side, program: string): Promise<string> {
+    const r = await kubectlOn(side, ['exec', '-n', side.ns, PodName, '--', NODE, '-e', program])
+    return r.exitCode === 0 ? r.stdout.trim() : `exit ${r.exitCode}: ${r.stderr.trim()}`
+  }
+
   rootOnly(
-    "the first cluster's pods resolve and reach its own Service",
+    "each cluster's pods resolve and reach their own cluster's Service through its own kube-proxy",
     async () => {
-      const [a] = sides
-      expect(a.upStderr).toContain('starting kube-proxy')
-      // The Service's only endpoint is the pod asking: kube-proxy sends the connection back to it (hairpin).
-      const fetch = `fetch('http://${ServiceName}/').then(r => r.text()).then(t => console.log(t), e => { console.error(e.cause?.code ?? e.message); process.exit(1) })`
-      let last = ''
-      const r = await waitFor(
-        async () => {
-          const x = await kubectlOn(a, ['exec', '-n', a.ns, PodName, '--', NODE, '-e', fetch])
-          last = JSON.stringify(x)
-          return x.stdout.trim() === 'from-a' ? x : undefined
-        },
-        () => `http://${ServiceName}/ from a pod of cluster a (last: ${last})`,
-        60_000,
-        1000,
-      )
-      expect(r.stdout.trim()).toBe('from-a')
-      const resolv = await kubectlOn(a, ['exec', '-n', a.ns, PodName, '--', 'cat', '/etc/resolv.conf'])
-      expect(resolv.stdout).toContain(`nameserver ${a.net.clusterDns}`)
+      for (const s of sides) {
+        // The Service's only endpoint is the pod asking: kube-proxy sends the connection back to it (hairpin).
+        const fetch = `fetch('http://${ServiceName}/').then(r => r.text()).then(t => console.log(t), e => { console.log('error ' + (e.cause?.code ?? e.message)) })`
+        let last = ''
+        await waitFor(
+          async () => {
+            last = await nodeIn(s, fetch)
+            return last === `from-${s.name}`
+          },
+          () => `http://${ServiceName}/ from a pod of cluster ${s.name} (last: ${last})`,
+          90_000,
+          1000,
+        )
+        const resolv = await kubectlOn(s, ['exec', '-n', s.ns, PodName, '--', 'cat', '/etc/resolv.conf'])
+        expect(resolv.stdout).toContain(`nameserver ${s.net.clusterDns}`)
+        // Its kube-proxy's rules are in its own namespace, naming its own Service only.
+        const clusterIp = (await s.core.readNamespacedService({name: ServiceName, namespace: s.ns})).spec!.clusterIP!
+        const rules = await natRules(serviceDevice(s.net))
+        expect(rules).toContain(`${s.ns}/${ServiceName}`)
+        for (const o of sides.filter((x) => x !== s)) expect(rules).not.toContain(`${o.ns}/${ServiceName}`)
+        await assertLocalRoute(clusterIp, [serviceDevice(s.net)])
+        expect((await httpGet(clusterIp, 80)).body).toBe(`from-${s.name}`)
+      }
+      // Nothing of either kube-proxy is in the host's own tables.
+      expect(await natRules()).not.toContain('KUBE-SERVICES')
     },
-    90_000,
+    240_000,
   )
 
   rootOnly(
-    "the second cluster refuses a second kube-proxy, and its pods never use the first's DNS or rules",
+    "a pod never reaches or resolves the other cluster's Service",
     async () => {
-      const [a, b] = sides
-      expect(b.upStderr).toContain("kube-proxy skipped: another kube-proxy's rules are on this host")
-      const resolv = await kubectlOn(b, ['exec', '-n', b.ns, PodName, '--', 'cat', '/etc/resolv.conf'])
-      expect(resolv.exitCode).toBe(0)
-      expect(resolv.stdout).not.toContain(a.net.clusterDns)
-      expect(resolv.stdout).not.toContain(b.net.clusterDns)
-      const events = await waitFor(
-        async () => {
-          const e = await kubectlOn(b, [
-            'get',
-            'events',
-            '-A',
-            '--field-selector',
-            `involvedObject.kind=Node,involvedObject.name=${b.node},reason=ClusterDNSUnavailable`,
-            '-o',
-            'jsonpath={.items[*].message}',
-          ])
-          return e.stdout || undefined
-        },
-        'the ClusterDNSUnavailable Warning on the second node',
-        30_000,
-        500,
-      )
-      expect(events).toContain("no kube-proxy serves this cluster's Services on this host")
-      // Its ClusterIPs go to its own device, where nothing answers; the first cluster's rules never see them.
-      const svc = (await b.core.readNamespacedService({name: ServiceName, namespace: b.ns})).spec!.clusterIP!
-      await assertLocalRoute(svc, [b.net.device!])
-      expect(await natRules()).not.toContain(`${svc}/32`)
-      const res = await httpGet(svc, 80, '/', 4000)
-      expect(res.body).toBeUndefined()
-      // Its pods still reach each other by address on its own bridge.
-      const podIp = (await b.core.readNamespacedPod({name: PodName, namespace: b.ns})).status!.podIP!
-      await assertLocalRoute(podIp, [bridgeName(b.node)])
-      expect((await httpGet(podIp, AppPort)).body).toBe('from-b')
+      for (const [s, o] of [sides, [...sides].reverse()]) {
+        // The other cluster's name is unknown to this cluster's DNS.
+        const lookup = `require('dns').lookup('${ServiceName}.${o.ns}.svc.cluster.local', (e, a) => console.log(e ? e.code : a))`
+        expect(await nodeIn(s, lookup)).toBe('ENOTFOUND')
+        // The other cluster's ClusterIP has no route in this cluster's pods: nothing is dialled.
+        const otherIp = (await o.core.readNamespacedService({name: ServiceName, namespace: o.ns})).spec!.clusterIP!
+        const route = await kubectlOn(s, ['exec', '-n', s.ns, PodName, '--', 'ip', 'route', 'get', otherIp])
+        expect(route.exitCode).not.toBe(0)
+        expect(route.stderr).toMatch(/unreachable/i)
+        // Nor of the other's DNS address.
+        const dnsRoute = await kubectlOn(s, ['exec', '-n', s.ns, PodName, '--', 'ip', 'route', 'get', o.net.clusterDns])
+        expect(dnsRoute.exitCode).not.toBe(0)
+      }
     },
     60_000,
   )
@@ -181,6 +174,8 @@ describeE2e('two local clusters on one host', () => {
       for (const s of sides) expect((await vnode(['cluster', 'down', '--dir', s.dir], {timeout: 60_000})).exitCode).toBe(0)
       const left = await links()
       for (const s of sides) expect(left).not.toContain(s.net.device)
+      for (const s of sides) expect(left).not.toContain(serviceDevice(s.net))
+      for (const s of sides) expect(await listNetns(serviceDevice(s.net))).toEqual([])
       for (const br of bridges) expect(left).not.toContain(br)
       const netns = await listNetns(NetnsPrefix)
       for (const u of uids) expect(netns).not.toContain(u)

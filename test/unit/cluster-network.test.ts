@@ -75,6 +75,20 @@ describe("the pods' routes to the host", () => {
     // A kubeconfig whose server is not a URL names no device: the connect that follows says what is wrong.
     expect(hostRoutes('::not a url::', interfaces)).toEqual(['192.0.2.2/32'])
   })
+
+  test("the link to the node's own cluster's kube-proxy namespace, as its /30, never another cluster's", () => {
+    const link = (address: string) => ({...iface(address), netmask: '255.255.255.252', cidr: `${address}/30`})
+    const interfaces = {
+      eth0: [iface('192.0.2.2')],
+      'vnode-svc0': [iface('198.18.0.1')],
+      'vnode-svc0-kp': [link('198.19.0.1')],
+      'vnode-svc1': [iface('198.18.0.2')],
+      'vnode-svc1-kp': [link('198.19.1.1')],
+    }
+    expect(hostRoutes('https://198.18.0.2:6443', interfaces)).toEqual(['192.0.2.2/32', '198.18.0.2/32', '198.19.1.0/30'])
+    expect(hostRoutes('https://198.18.0.1:6443', interfaces)).toEqual(['192.0.2.2/32', '198.18.0.1/32', '198.19.0.0/30'])
+    expect(hostRoutes('https://127.0.0.1:6443', interfaces)).toEqual(['192.0.2.2/32'])
+  })
 })
 
 test('the PortInUse advice without a reason still names the pod network', () => {

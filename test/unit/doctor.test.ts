@@ -169,15 +169,20 @@ describe('doctor verdicts', () => {
     expect(r.checks.find((c) => c.id === 'metrics')).toMatchObject({verdict: 'missing', fix: {text: expect.stringContaining('metrics-server')}})
   })
 
-  test("a local control plane without its own kube-proxy: the routed ClusterIPs are another cluster's", () => {
-    const other = {...local, localServices: {kubeProxy: false, skipped: 'kube-proxy skipped: vnode-svc0 exists, so another cluster on this host routes the service range'}}
-    expect(check(full, other, auto, 'services')).toMatchObject({
+  test('a local control plane whose kube-proxy is not running: its ClusterIPs go nowhere, and the fix starts it again', () => {
+    const stopped = {...local, localServices: {kubeProxy: false, skipped: 'kube-proxy skipped: not built (run: kubectl vnode cluster build)'}}
+    expect(check(full, stopped, auto, 'services')).toMatchObject({
       verdict: 'missing',
-      why: expect.stringContaining("(kube-proxy skipped: vnode-svc0 exists, so another cluster on this host routes the service range): the ClusterIPs this host routes are another cluster's"),
+      why: expect.stringContaining("this cluster's kube-proxy is not running (kube-proxy skipped: not built (run: kubectl vnode cluster build)): its ClusterIPs are swallowed by its own device"),
       fix: {command: 'kubectl vnode cluster down && kubectl vnode cluster up'},
     })
     expect(
-      check(full, {...local, localServices: {kubeProxy: false, skipped: 'kube-proxy skipped: it needs root (iptables rules and a route for the service range)'}}, auto, 'services').fix,
+      check(
+        full,
+        {...local, localServices: {kubeProxy: false, skipped: 'kube-proxy skipped: it needs root (a network namespace of its own, its rules and a route for the service range)'}},
+        auto,
+        'services',
+      ).fix,
     ).toMatchObject({command: 'sudo kubectl vnode cluster up'})
     expect(check(full, {...local, localServices: {kubeProxy: true}}, auto, 'services').verdict).toBe('ok')
   })

@@ -2,13 +2,14 @@ import {hostname} from 'node:os'
 import {readFileSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
-import {type FirewallSnapshot, restoreFirewall, snapshotFirewall} from '../../common/host-firewall.js'
+import {type FirewallSnapshot, restoreFirewall} from '../../common/host-firewall.js'
 import {type CertPair, issueCert} from '../../common/pki.js'
 import {freePort} from '../../common/ports.js'
 import {isAlive, signal, waitGone} from '../process.js'
 import {missingServiceBinaries, serviceBinaryPath} from './binaries.js'
 import {asList, ClusterDomain, CoreDnsUser, coreDnsObjects, DefaultClusterDnsIp, KubeProxyUser, MetricsServerUser, metricsServerObjects} from './manifests.js'
-import {kubeProxyDevicesBesides, removeClusterDevice, ServiceRouteInterface, setClusterAlias} from '../../common/service-route.js'
+import {removeClusterDevice, ServiceRouteInterface, setClusterAlias} from '../../common/service-route.js'
+import {inProxyNetns, makeProxyNetns, type ProxyNetns, proxyNetnsFor, removeProxyNetns} from './proxy-netns.js'
 import {type ServiceBinary} from './versions.js'
 
 /**
@@ -22,10 +23,12 @@ export interface ServicesState {
   pids: Partial<Record<ServiceBinary, number>>
   /** Only in the state of a cluster started before each cluster had a device of its own: it made vnode-svc0 here. */
   serviceRoute?: boolean
-  /** The device whose alias says this cluster's kube-proxy runs, and the cluster's fingerprint. */
+  /** Only in the state of a cluster started before kube-proxy had a namespace of its own: the device whose alias said it ran. */
   kubeProxyDevice?: {device: string; fingerprint: string}
-  /** The host's KUBE-* iptables lines before this cluster's kube-proxy started: what is new at the stop is its own. */
+  /** Only with kubeProxyDevice: the host's KUBE-* iptables lines before that kube-proxy started. */
   firewallBefore?: FirewallSnapshot
+  /** The network namespace this cluster's kube-proxy runs in (proxy-netns.ts). */
+  kubeProxyNetns?: ProxyNetns
   /** The cluster DNS address pods use, when CoreDNS runs. */
   clusterDns?: string
   clusterDomain?: string
@@ -43,6 +46,10 @@ export interface ServicesContext {
   clusterDns?: string
   /** The cluster's own device that its service range is routed to (cluster-network.ts); unset without root. */
   serviceRoute?: string
+  /** The /30 between the host and kube-proxy's namespace (cluster-network.ts); unset without root. */
+  proxyLink?: string
+  /** The cluster's pod range: kube-proxy's namespace routes it back to the host. */
+  podCidr?: string
   /** The cluster's CA fingerprint, which the device's alias carries. */
   fingerprint?: string
   /** The host address services listen on and Endpoints name (Endpoints may not name loopback). */
@@ -130,18 +137,22 @@ async function startCoreDns(ctx: HostContext): Promise<number> {
   return ctx.spawn(serviceBinaryPath('coredns'), ['-conf', file], logFile(ctx, 'coredns'))
 }
 
-async function startKubeProxy(ctx: HostContext): Promise<number> {
+async function startKubeProxy(ctx: HostContext, netns: ProxyNetns): Promise<number> {
   const kubeconfig = await clientKubeconfig(ctx, 'kube-proxy', KubeProxyUser)
   return ctx.spawn(
-    serviceBinaryPath('kube-proxy'),
+    inProxyNetns(netns)[0],
     [
+      ...inProxyNetns(netns).slice(1),
+      serviceBinaryPath('kube-proxy'),
       `--kubeconfig=${kubeconfig}`,
       '--proxy-mode=iptables',
       `--hostname-override=${hostname()}`,
-      `--bind-address=${ctx.hostIp}`,
+      `--bind-address=${netns.address}`,
+      // Every translated connection leaves the namespace from its own address, so the reply comes back through it.
+      '--masquerade-all',
       `--healthz-bind-address=127.0.0.1:${await freePort()}`,
       `--metrics-bind-address=127.0.0.1:${await freePort()}`,
-      // Leave the host's sysctls alone: no route_localnet, no conntrack table sizes or timeouts.
+      // Leave the sysctls alone: no route_localnet, no conntrack table sizes or timeouts.
       '--iptables-localhost-nodeports=false',
       '--conntrack-max-per-core=0',
       '--conntrack-tcp-timeout-established=0',
@@ -185,27 +196,24 @@ async function startEach(ctx: ServicesContext, state: ServicesState): Promise<Se
   await start('metrics-server', () => startMetricsServer(c))
   await start('coredns', () => startCoreDns(c))
   if (state.pids.coredns) Object.assign(state, {clusterDns: ctx.clusterDns ?? DefaultClusterDnsIp, clusterDomain: ClusterDomain})
-  const other = isRoot() && ctx.serviceRoute ? await otherKubeProxy(ctx.serviceRoute) : undefined
-  if (!isRoot() || !ctx.serviceRoute) {
-    skip('kube-proxy skipped: it needs root (iptables rules and a route for the service range)')
-  } else if (other) {
-    // kube-proxy's chains (KUBE-SERVICES, ...) have fixed names: a second one would rewrite the first's rules with its own.
-    skip(
-      `kube-proxy skipped: another kube-proxy's rules are on this host (${other}), and two would overwrite each other's; ` +
-        `this cluster's ClusterIPs (${ctx.serviceCidr}, routed to ${ctx.serviceRoute}) do not answer, and its nodes use the host's resolvers`,
-    )
+  if (!isRoot() || !ctx.serviceRoute || !ctx.proxyLink || !ctx.fingerprint || !ctx.podCidr) {
+    skip('kube-proxy skipped: it needs root (a network namespace of its own, its rules and a route for the service range)')
   } else if (!missing.has('kube-proxy')) {
-    state.firewallBefore = await snapshotFirewall()
-    await start('kube-proxy', () => startKubeProxy(c))
-    // Nodes name the cluster DNS in resolv.conf only while the alias says this cluster's kube-proxy serves its range.
-    if (ctx.fingerprint && (await setClusterAlias(ctx.serviceRoute, ctx.fingerprint, true))) state.kubeProxyDevice = {device: ctx.serviceRoute, fingerprint: ctx.fingerprint}
+    const netns = proxyNetnsFor(ctx.serviceRoute, ctx.proxyLink, ctx.serviceCidr, ctx.fingerprint)
+    // Recorded before it exists, so a stop after a failure here still removes it.
+    state.kubeProxyNetns = netns
+    await makeProxyNetns(netns, ctx.podCidr)
+    await start('kube-proxy', () => startKubeProxy(c, netns))
   } else {
     skip('kube-proxy skipped: not built (run: kubectl vnode cluster build)')
   }
   return state
 }
 
-/** Stops every service, removes kube-proxy's rules (with what its --cleanup keeps, KUBE-FIREWALL) and the service route. */
+/**
+ * Stops every service and removes kube-proxy's namespace (its rules go
+ * with it) and routes the service range back to the cluster's device.
+ */
 export async function stopServices(state: ServicesState | undefined, timeoutMs = DefaultServiceStopTimeoutMs): Promise<void> {
   if (!state) return
   const pids = Object.values(state.pids).filter((p): p is number => p !== undefined && isAlive(p))
@@ -213,7 +221,9 @@ export async function stopServices(state: ServicesState | undefined, timeoutMs =
   const left = await waitGone(pids, timeoutMs)
   for (const p of left) signal(p, 'SIGKILL')
   await waitGone(left, 5000)
-  if (state.pids['kube-proxy'] !== undefined) {
+  if (state.kubeProxyNetns) await removeProxyNetns(state.kubeProxyNetns)
+  // A cluster started before kube-proxy had a namespace of its own: its rules are the host's.
+  if (state.pids['kube-proxy'] !== undefined && !state.kubeProxyNetns) {
     const {execa} = await import('execa')
     await execa(serviceBinaryPath('kube-proxy'), ['--cleanup', '--proxy-mode=iptables'], {reject: false, stdin: 'ignore'})
   }
@@ -221,23 +231,4 @@ export async function stopServices(state: ServicesState | undefined, timeoutMs =
   if (state.kubeProxyDevice) await setClusterAlias(state.kubeProxyDevice.device, state.kubeProxyDevice.fingerprint, false)
   // The device of a cluster started before each had its own has no alias.
   if (state.serviceRoute) await removeClusterDevice(ServiceRouteInterface, undefined)
-}
-
-export const KubeServicesChain = 'KUBE-SERVICES'
-
-/**
- * Where another kube-proxy on this host shows (undefined: none): its
- * iptables chain, or, before its first rules (it waits for a Node of its
- * host's name), the alias of another local cluster's device saying it runs.
- */
-async function otherKubeProxy(ownDevice: string): Promise<string | undefined> {
-  if (await kubeProxyRulesExist()) return `iptables chain ${KubeServicesChain}`
-  const devices = await kubeProxyDevicesBesides(ownDevice)
-  return devices.length > 0 ? `the cluster of device ${devices.join(', ')} runs one` : undefined
-}
-
-/** Whether a kube-proxy's iptables rules are on this host (its nat chain KUBE-SERVICES exists). */
-export async function kubeProxyRulesExist(): Promise<boolean> {
-  const {execa} = await import('execa')
-  return (await execa('iptables', ['-w', '-t', 'nat', '-S', KubeServicesChain], {reject: false, stdin: 'ignore'})).exitCode === 0
 }

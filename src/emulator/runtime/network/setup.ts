@@ -1,6 +1,6 @@
 import type {CoreV1Api, KubeConfig} from '@kubernetes/client-node'
-import {networkInterfaces} from 'node:os'
-import {ServiceRoutePrefix} from '../../../common/service-route.js'
+import {type NetworkInterfaceInfo, networkInterfaces} from 'node:os'
+import {proxyLinkDevice, ServiceRoutePrefix} from '../../../common/service-route.js'
 import {isIpv4Cidr} from './config.js'
 import {serverHostname} from './detect.js'
 import {PodNetwork} from './pod-network.js'
@@ -42,17 +42,32 @@ async function serviceCidrs(kc: KubeConfig | undefined): Promise<string[]> {
   return (list?.items ?? []).flatMap((s) => s.spec?.cidrs ?? []).filter(isIpv4Cidr)
 }
 
+/** The network of an address with its prefix length, as a CIDR ('198.19.0.1/30' → '198.19.0.0/30'). */
+function networkOf(cidr: string): string {
+  const [addr, bits] = cidr.split('/')
+  const n = addr.split('.').reduce((s, o) => s * 256 + Number(o), 0)
+  const size = 2 ** (32 - Number(bits))
+  const base = n - (n % size)
+  return `${[24, 16, 8, 0].map((s) => Math.floor(base / 2 ** s) % 256).join('.')}/${bits}`
+}
+
 /**
  * The host's own IPv4 addresses (not loopback): pods reach the host on
  * them. Of the local clusters' devices only the address of the node's own
- * API server (the kubeconfig's), never another cluster's.
+ * API server (the kubeconfig's), never another cluster's, and the link to
+ * that cluster's kube-proxy namespace: a Service's connections come to
+ * pods from its address, and the replies go back through it.
  */
 export function hostRoutes(server: string | undefined, interfaces = networkInterfaces()): string[] {
   const apiHost = server ? serverHostname(server) : undefined
-  return Object.entries(interfaces)
-    .flatMap(([name, addrs]) => (addrs ?? []).filter((a) => !name.startsWith(ServiceRoutePrefix) || a.address === apiHost))
-    .filter((a) => a.family === 'IPv4' && !a.internal && !a.address.startsWith('169.254.'))
+  const v4 = (addrs: NetworkInterfaceInfo[] | undefined) => (addrs ?? []).filter((a) => a.family === 'IPv4' && !a.internal)
+  const own = Object.entries(interfaces).find(([name, addrs]) => name.startsWith(ServiceRoutePrefix) && v4(addrs).some((a) => a.address === apiHost))?.[0]
+  const link = own ? v4(interfaces[proxyLinkDevice(own)]).map((a) => networkOf(a.cidr ?? `${a.address}/32`)) : []
+  const addresses = Object.entries(interfaces)
+    .flatMap(([name, addrs]) => v4(addrs).filter((a) => !name.startsWith(ServiceRoutePrefix) || a.address === apiHost))
+    .filter((a) => !a.address.startsWith('169.254.'))
     .map((a) => `${a.address}/32`)
+  return [...addresses, ...link]
 }
 
 /** The node's pod network, configured from its Node and the cluster's service ranges. */
