@@ -16,6 +16,8 @@ export const Modes = {
   network: ['--sandbox', 'namespaces', '--cgroups', 'none', '--pod-network', 'on'],
   /** The node as users run it: no mode flag, so `up` picks what this host allows (here, as root: everything). */
   default: [],
+  /** The node as users run it, with the pod network off: beside `default`, what the pod network costs there. */
+  'default-host-network': ['--pod-network', 'off'],
   /** Everything a pod can get: the sandbox, cgroups and the pod network. */
   everything: ['--sandbox', 'namespaces', '--cgroups', 'auto', '--pod-network', 'on'],
 }

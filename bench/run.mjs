@@ -264,15 +264,15 @@ async function modeNode(name, mode) {
   await n.ready().catch(async (error) => {
     await n.stop()
     // `up` refuses a mode the host does not allow (--sandbox namespaces, --pod-network on) with its reason on stderr.
-    throw mode === 'plain' || mode === 'default' ? error : new ModeFallback(error.message.trim().split('\n').at(-1))
+    throw mode === 'plain' || mode.startsWith('default') ? error : new ModeFallback(error.message.trim().split('\n').at(-1))
   })
   const {labels = {}, annotations = {}} = (await cluster.core.readNode({name})).metadata
   const sandboxed = labels[ModeLabels.sandbox] === 'namespaces'
   const cgroups = labels[ModeLabels.cgroups]
-  if (mode === 'default') {
+  if (mode.startsWith('default')) {
     const network = annotations[ModeLabels.podNetwork]
     const said = `sandbox ${labels[ModeLabels.sandbox]}, cgroups ${cgroups}, pod network ${network === 'pod' ? 'on' : `off (${network ?? 'not said'})`}`
-    if (!noteRows.some((r) => r.metric === 'default mode' && r.value === said)) noteRows.push({scenario: 'note', metric: 'default mode', value: said, unit: ''})
+    if (!noteRows.some((r) => r.metric === `${mode} mode` && r.value === said)) noteRows.push({scenario: 'note', metric: `${mode} mode`, value: said, unit: ''})
     return {label: mode, name, node: n, cgroups, memory: async () => memoryOf(vnodeRuntimePids(n.child.pid))}
   }
   const flag = (f) => Modes[mode][Modes[mode].indexOf(f) + 1]
@@ -340,6 +340,10 @@ async function compareModes(asked) {
         row(s, 'p99/plain', res[m].s99 / res.plain.s99, 'ratio')
       }
       if (m === 'network') row(s, 'p99/sandbox', res[m].s99 / res.sandbox.s99, 'ratio')
+      if (m === 'default' && res['default-host-network']) {
+        row(s, 'p50/pod-network-off', res[m].s50 / res['default-host-network'].s50, 'ratio')
+        row(s, 'p99/pod-network-off', res[m].s99 / res['default-host-network'].s99, 'ratio')
+      }
       if (m === 'sandbox' && res['sandbox-bare']) {
         row(s, 'p50/sandbox-bare', res[m].s50 / res['sandbox-bare'].s50, 'ratio')
         row(s, 'p99/sandbox-bare', res[m].s99 / res['sandbox-bare'].s99, 'ratio')
@@ -474,7 +478,11 @@ try {
 
   // The same bursts on vnode's modes beside its plain mode, and beside the reference kubelet.
   // walls: the sandbox with its writable layers and hidden paths beside the sandbox without them.
-  const modes = [...(want('walls') ? ['sandbox-bare'] : []), ...['sandbox', 'cgroups', 'network', 'default'].filter((m) => want(m) || (m === 'sandbox' && want('walls')))]
+  // default: the node as users run it, beside itself with --pod-network off.
+  const modes = [
+    ...(want('walls') ? ['sandbox-bare'] : []),
+    ...['sandbox', 'cgroups', 'network', 'default-host-network', 'default'].filter((m) => want(m) || (m === 'sandbox' && want('walls')) || (m === 'default-host-network' && want('default'))),
+  ]
   if (modes.length > 0) await compareModes(modes).catch(scenarioFailed(modes.join(',')))
   if (want('kubelet')) await compareKubelet().catch(scenarioFailed('kubelet'))
 
