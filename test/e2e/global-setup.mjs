@@ -34,7 +34,7 @@ export default async function globalSetup() {
   // vnode's state base (its registry of state dirs) under the run's own dir, never the user's home.
   process.env.XDG_STATE_HOME = join(dir, 'state')
   // A short grace so the node lifecycle controller's reaction can be tested in seconds, not minutes.
-  // No cluster services here: one host runs one kube-proxy, and most tests need none. On loopback (no device
+  // No cluster services here: most tests need none, and the ones that do start a cluster of their own. On loopback (no device
   // of its own): most tests reach their pods on the host network; the pod network's tests start clusters of their own.
   execFileSync(process.execPath, [cliPath(), 'cluster', 'up', '--dir', clusterDir, '--port', '0', '--node-monitor-grace-period', '16s', '--no-services', '--loopback'], {
     stdio: ['ignore', 'ignore', 'inherit'],
