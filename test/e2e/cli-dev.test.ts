@@ -4,7 +4,7 @@ import {execa, type ResultPromise} from 'execa'
 import {existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
-import {DevPodLabel, DevReplacedAnnotation, NodeMarkerLabel, RestartAnnotation} from '../../src/common/labels.js'
+import {DevPodLabel, DevReplacedAnnotation, RestartAnnotation} from '../../src/common/labels.js'
 import {freePort} from '../../src/common/ports.js'
 import {cliPath} from './env.mjs'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, waitFor} from './helpers.js'
@@ -65,8 +65,10 @@ describeE2e('kubectl vnode dev', () => {
   let port: number
   const running: DevProcess[] = []
 
+  // This file's node unless a test names one: other files' vnode nodes are Ready in the same cluster
+  // (dev's own choice among several is unit-tested in test/unit/cli-dev.test.ts).
   const dev = (args: string[], cwd = dir) => {
-    const p = new DevProcess(['-n', ns, ...args], cwd)
+    const p = new DevProcess(['-n', ns, ...(args.includes('--node') || args.includes('--restore') ? [] : ['--node', node]), ...args], cwd)
     running.push(p)
     return p
   }
@@ -98,7 +100,8 @@ describeE2e('kubectl vnode dev', () => {
         template: {
           metadata: {labels: {app: 'web', tier: 'front'}},
           spec: {
-            nodeSelector: {[NodeMarkerLabel]: 'true'},
+            // This file's node only (dev drops it for a dev pod on another node).
+            nodeSelector: {'kubernetes.io/hostname': node},
             tolerations: [Toleration],
             terminationGracePeriodSeconds: 5,
             volumes: [{name: 'secret', secret: {secretName: 'web-secret'}}],
@@ -316,13 +319,13 @@ describeE2e('kubectl vnode dev', () => {
       [['deploy/web', '--watch-path', 'no-such-dir/**', '--', 'true'], /^error: --watch-path no-such-dir\/\*\*: .* is not a directory/],
     ]
     for (const [args, message] of cases) {
-      const r = await vnode(['dev', '-n', ns, ...args])
+      const r = await vnode(['dev', '-n', ns, ...(args.includes('--node') ? [] : ['--node', node]), ...args])
       expect({args, stderr: r.stderr, exitCode: r.exitCode}).toEqual({args, stderr: expect.stringMatching(message), exitCode: 1})
     }
     const taken = await freePort('127.0.0.1')
     const holder = (await import('node:net')).createServer().listen(taken, '127.0.0.1')
     try {
-      const r = await vnode(['dev', '-n', ns, 'deploy/web', '--port', `${taken}:80`, '--', 'true'])
+      const r = await vnode(['dev', '-n', ns, '--node', node, 'deploy/web', '--port', `${taken}:80`, '--', 'true'])
       expect(r.exitCode).toBe(1)
       expect(r.stderr).toMatch(/^error: cannot listen on 127\.0\.0\.1:\d+ for --port \d+:80: the port is in use/)
     } finally {

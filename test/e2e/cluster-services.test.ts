@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {isAlive} from '../../src/cluster/process.js'
 import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../src/common/host-firewall.js'
 import {freePort} from '../../src/common/ports.js'
-import {type Clients, clusterWithServices, describeE2e, kubectl, NODE, stopAllVnodes, testWhen, vnode, waitFor} from './helpers.js'
+import {type Clients, clusterWithServices, describeHostE2e, kubectl, NODE, stopAllVnodes, testWhen, vnode, waitFor} from './helpers.js'
 import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice, unusedAddress} from './network-helpers.js'
 import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 
@@ -21,7 +21,7 @@ function server(name: string, port: number) {
  * kube-proxy routing ClusterIPs on this host, CoreDNS answering for them,
  * and the service range routed to a local device so nothing leaves.
  */
-describeE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service route', () => {
+describeHostE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the service route', () => {
   // Before this file's cluster is up (hooks run in order): the host's KUBE-* iptables lines, as cluster down must leave them.
   let firewallBefore: FirewallSnapshot
   beforeAll(async () => {

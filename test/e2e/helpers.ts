@@ -6,6 +6,7 @@ import {mkdirSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
+import {acquireHostLock, HostLockWaitMs, releaseHostLock} from './host-lock.js'
 
 /** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
 export const NODE = process.execPath
@@ -17,6 +18,19 @@ export function nodeContainer(name: string, script: string, extra: Partial<k8s.V
 
 /** `describe`, or `describe.skip` with the reason printed when the control plane is unavailable. */
 export const describeE2e = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
+
+/**
+ * `describeE2e` for a file that reads or makes state of the whole host
+ * (host-lock.ts): the lock is taken at the file's top level, so before its
+ * own setup, and released after its own teardown.
+ */
+export function describeHostE2e(name: string, fn: () => void): void {
+  if (!process.env[E2eEnv.skip]) {
+    beforeAll(() => acquireHostLock(), HostLockWaitMs)
+    afterAll(() => releaseHostLock())
+  }
+  describeE2e(name, fn)
+}
 
 /**
  * `test` when this host can run it; otherwise jest's skip (counted as skipped, never as passed), and

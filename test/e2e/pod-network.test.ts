@@ -16,7 +16,7 @@ import {
   clusterWithServices,
   createNamespace,
   deleteNamespace,
-  describeE2e,
+  describeHostE2e,
   kubectl,
   NODE,
   startVnode,
@@ -81,7 +81,7 @@ async function ipForward(): Promise<string> {
  * through a Service and by DNS name, with probes, port-forward and the pod
  * proxy; and, on the host network, a Warning when a declared port is taken.
  */
-describeE2e('pod network: a namespace and an address per pod', () => {
+describeHostE2e('pod network: a namespace and an address per pod', () => {
   // A cluster of this file's own, with kube-proxy and CoreDNS, and node CIDRs allocated; the node on
   // the default flags: as root, the pod network is the default (cluster up gave the API server an address pods reach).
   // (--sandbox auto is up's own default; startVnode otherwise asks for none.)
@@ -549,7 +549,7 @@ describeE2e('pod network: a namespace and an address per pod', () => {
 })
 
 /** Without a pod network: the host's ports are shared, and a taken containerPort is said out loud. */
-describeE2e('host network: a declared containerPort already taken on the host', () => {
+describeHostE2e('host network: a declared containerPort already taken on the host', () => {
   let c: Clients
   const nodeName = uniqueName('hostnet-node')
   const ns = uniqueName('hostnet')

@@ -3,7 +3,7 @@ import * as k8s from '@kubernetes/client-node'
 import {existsSync, readFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {startComponent, stopComponent} from '../../src/cluster/controlplane.js'
-import {createNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {createNamespace, describeHostE2e, kubectl, runDir, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
 import {freePort, hasBwrap, python, relayFlags} from './relay-helpers.js'
 
 /**
@@ -18,7 +18,7 @@ import {freePort, hasBwrap, python, relayFlags} from './relay-helpers.js'
 const Recovery = 30_000
 const when = testWhen(python && hasBwrap, 'the relay pod runs the host python3 (with asyncio) in a pod sandbox: python3, bwrap and root are needed')
 
-describeE2e('up --relay through outages: the relay process killed, the API server restarted', () => {
+describeHostE2e('up --relay through outages: the relay process killed, the API server restarted', () => {
   const dir = join(runDir(), 'relay-outage-cluster')
   const kubeconfig = join(dir, 'kubeconfig')
   let core: k8s.CoreV1Api

@@ -7,7 +7,22 @@ import type {TLSSocket} from 'node:tls'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from './relay-helpers.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {
+  clients,
+  type Clients,
+  createNamespace,
+  deleteNamespace,
+  describeHostE2e,
+  kubectl,
+  startVnode,
+  stopAllVnodes,
+  testEnv,
+  testWhen,
+  uniqueName,
+  vnode,
+  type VnodeProcess,
+  waitFor,
+} from './helpers.js'
 
 /**
  * `up --relay`: a node whose kubelet API the API server cannot reach, served
@@ -52,7 +67,7 @@ function anonymous(host: string, port: number, path: string): Promise<{status: n
   })
 }
 
-describeE2e('up --relay: the kubelet API through a relay pod on another node', () => {
+describeHostE2e('up --relay: the kubelet API through a relay pod on another node', () => {
   let c: Clients
   let host: VnodeProcess
   let node: VnodeProcess

@@ -13,7 +13,7 @@ import {
   type Clients,
   createNamespace,
   deleteNamespace,
-  describeE2e,
+  describeHostE2e,
   kubectl,
   processesMatching,
   startVnode,
@@ -72,7 +72,7 @@ function netnsMounts(names: string[]): string[] {
 
 const sleeper = (marker: string) => nodeContainer('main', `/*${marker}*/setInterval(() => {}, 1000)`)
 
-describeE2e('the warm pool of pod network sandboxes', () => {
+describeHostE2e('the warm pool of pod network sandboxes', () => {
   let c: Clients
   const ns = uniqueName('pool')
   const node = uniqueName('pool-node')
@@ -276,7 +276,7 @@ describeE2e('the warm pool of pod network sandboxes', () => {
  * once addresses come back; the pool's own makes fail meanwhile and are
  * retried on their back-off, so the pool serves again after.
  */
-describeE2e('the warm pool when sandbox setups fail', () => {
+describeHostE2e('the warm pool when sandbox setups fail', () => {
   let c: Clients
   const ns = uniqueName('poolfail')
   const node = uniqueName('poolfail-node')

@@ -9,7 +9,7 @@ import {bridgeName} from '../../src/emulator/runtime/network/config.js'
 import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
 import {E2eEnv} from './env.mjs'
-import {describeE2e, NODE, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {describeHostE2e, NODE, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
 import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice} from './network-helpers.js'
 import {execa} from 'execa'
 
@@ -47,7 +47,7 @@ async function kubectlOn(side: Side, args: string[]): Promise<{stdout: string; s
  * cluster's pods resolve and reach its own Services and never the other's.
  * Both stopped: nothing of either is left.
  */
-describeE2e('two local clusters on one host', () => {
+describeHostE2e('two local clusters on one host', () => {
   const base = mkdtempSync(join(tmpdir(), 'vnode-two-'))
   const sides: Side[] = []
   const bridges: string[] = []
