@@ -3,11 +3,30 @@ import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
 import {request as httpsRequest} from 'node:https'
 import {get} from 'node:http'
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import type {TLSSocket} from 'node:tls'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from './relay-helpers.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
+import {expectInteractiveShell} from './tty-exec.js'
+import {
+  clients,
+  type Clients,
+  clusterWithServices,
+  createNamespace,
+  deleteNamespace,
+  describeE2e,
+  kubectl,
+  runDir,
+  startVnode,
+  stopAllVnodes,
+  testEnv,
+  testWhen,
+  uniqueName,
+  vnode,
+  type VnodeProcess,
+  waitFor,
+} from './helpers.js'
 
 /**
  * `up --relay`: a node whose kubelet API the API server cannot reach, served
@@ -72,6 +91,25 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     metadata: {name: podName, namespace: ns},
     spec: {nodeName: name, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers: [{name: podName, image: 'vnode/node', command}]},
   })
+  // A container with stdin (stdinOnce): what it reads, upper-cased, then a line when its stdin closes.
+  const upper: V1Pod = {
+    metadata: {name: 'upper', namespace: ns},
+    spec: {
+      nodeName: name,
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 2,
+      restartPolicy: 'Never',
+      containers: [
+        {
+          name: 'upper',
+          image: 'vnode/node',
+          stdin: true,
+          stdinOnce: true,
+          command: [NODE, '-e', `process.stdin.on('data',d=>process.stdout.write(String(d).toUpperCase()));process.stdin.on('end',()=>console.log('STDIN CLOSED'))`],
+        },
+      ],
+    },
+  }
 
   beforeAll(async () => {
     // Every test here is when(...) (or whenFirewalled, which needs more), on the same condition: skipped without it, failed under CI.
@@ -90,6 +128,7 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     const pods = [
       pod('app', [NODE, '-e', `process.on('SIGTERM',()=>process.exit(0));let i=0;setInterval(()=>console.log('tick '+(++i)),150)`]),
       pod('web', [NODE, '-e', `process.on('SIGTERM',()=>process.exit(0));require('http').createServer((q,s)=>s.end('hello from web '+q.url)).listen(${webPort},'127.0.0.1')`]),
+      upper,
     ]
     for (const p of pods) await c.core.createNamespacedPod({namespace: ns, body: p})
     for (const p of pods) {
@@ -147,6 +186,55 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     expect((await k('exec', 'app', '--', 'sh', '-c', 'exit 7')).exitCode).toBe(7)
   })
 
+  when(
+    'kubectl exec -it gets a terminal through the relay: a tty, job control, and the exit code',
+    async () => {
+      await expectInteractiveShell(kubectlBin(), ns, 'app')
+    },
+    60_000,
+  )
+
+  when('kubectl attach follows the output, and attach -i feeds a stdin container, through the relay', async () => {
+    const before = Math.max(...(await k('logs', 'app')).stdout.split('\n').map((l) => Number(l.split(' ')[1]) || 0))
+    const p = execa(kubectlBin(), ['-n', ns, 'attach', 'app'], {env: testEnv(), reject: false, buffer: false})
+    let out = ''
+    p.stdout!.on('data', (d: Buffer) => (out += d.toString()))
+    try {
+      const later = await waitFor(
+        () => {
+          const ticks = out.split('\n').flatMap((l) => (/^tick \d+$/.test(l) ? [Number(l.split(' ')[1])] : []))
+          return ticks.length >= 3 ? ticks : undefined
+        },
+        () => `three ticks through attach (${JSON.stringify(out)})`,
+        20_000,
+      )
+      // Written after attach joined, not the log replayed.
+      expect(Math.min(...later)).toBeGreaterThan(before)
+    } finally {
+      p.kill('SIGINT')
+      await p
+    }
+    const r = await kubectl(['-n', ns, 'attach', '-i', 'upper'], 'hello\nattached relay\n')
+    expect(r.exitCode).toBe(0)
+    expect(r.stdout).toContain('HELLO\nATTACHED RELAY\nSTDIN CLOSED')
+  })
+
+  when('kubectl cp copies a file into the pod and back out, through the relay', async () => {
+    const dir = mkdtempSync(join(runDir(), 'relay-cp-'))
+    const remote = `/tmp/${uniqueName('relay-cp')}`
+    try {
+      const content = `copied through the relay ${uniqueName('x')}\n`.repeat(2000)
+      writeFileSync(join(dir, 'in.txt'), content)
+      expect(await k('cp', join(dir, 'in.txt'), `app:${remote}`)).toMatchObject({exitCode: 0})
+      expect((await k('exec', 'app', '--', 'wc', '-c', remote)).stdout).toBe(`${Buffer.byteLength(content)} ${remote}`)
+      expect(await k('cp', `app:${remote}`, join(dir, 'out.txt'))).toMatchObject({exitCode: 0})
+      expect(readFileSync(join(dir, 'out.txt'), 'utf8')).toBe(content)
+    } finally {
+      await k('exec', 'app', '--', 'rm', '-f', remote)
+      rmSync(dir, {recursive: true, force: true})
+    }
+  })
+
   when('kubectl port-forward reaches the pod through the relay', async () => {
     const p = execa(kubectlBin(), ['-n', ns, 'port-forward', 'pod/web', `:${webPort}`], {env: testEnv(), reject: false, buffer: false})
     let out = ''
@@ -175,7 +263,14 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     expect(r.exitCode).toBe(0)
     const summary = JSON.parse(r.stdout) as {node: {nodeName: string}; pods: Array<{podRef: {name: string}}>}
     expect(summary.node.nodeName).toBe(name)
-    expect(summary.pods.map((p) => p.podRef.name).sort()).toEqual(['app', 'web'])
+    const names = summary.pods.map((p) => p.podRef.name)
+    expect(names).toEqual(expect.arrayContaining(['app', 'web']))
+    // upper has exited once attach -i closed its stdin.
+    expect(names.filter((n) => !['app', 'upper', 'web'].includes(n))).toEqual([])
+    // What metrics-server scrapes for kubectl top (that path end to end: the describe below).
+    const m = await kubectl(['get', '--raw', `/api/v1/nodes/${name}/proxy/metrics/resource`])
+    expect(m.exitCode).toBe(0)
+    expect(m.stdout).toMatch(new RegExp(`^container_cpu_usage_seconds_total\\{namespace="${ns}",pod="app",container="app"\\} \\d`, 'm'))
   })
 
   when('a request without credentials through the relay is refused by vnode (401), over TLS that names the relay IP', async () => {
@@ -277,4 +372,72 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     await expect(c.core.readNamespacedPod({name: relayPod, namespace: relayNs})).rejects.toMatchObject({code: 404})
     await expect(c.core.readNamespacedConfigMap({name: relayPod, namespace: relayNs})).rejects.toMatchObject({code: 404})
   })
+})
+
+/**
+ * `kubectl top pod` of a relayed node, on a cluster of this describe's own
+ * with its services (the suite's cluster has no metrics-server):
+ * metrics-server scrapes the node at its published InternalIP and port,
+ * which are the relay pod's, so every reading came through the relay.
+ */
+describeE2e('up --relay: kubectl top pod through the relay', () => {
+  const relayHost = uniqueName('top-host')
+  // The fixture's node hosts the relay pod (labelled for its selector, untainted so the scheduler may place it there).
+  const f = python && hasBwrap ? clusterWithServices('relaytop', ['--sandbox', 'namespaces', '--no-default-taint', '--label', `relay-host=${relayHost}`]) : undefined
+  const relayed = uniqueName('top-relayed')
+  const relayNs = uniqueName('vnode-system')
+
+  afterAll(async () => {
+    await stopAllVnodes()
+    await f?.c?.core.deleteNamespace({name: relayNs}).catch(() => undefined)
+    await f?.c?.core.deleteNode({name: relayed}).catch(() => undefined)
+  }, 60_000)
+
+  when(
+    'metrics-server scrapes the relayed node through the relay pod, and kubectl top pod lists its pod',
+    async () => {
+      const {c, ns} = f!
+      const node = startVnode(relayed, relayFlags(relayNs, await freePort(), await freePort('127.0.0.1'), relayHost))
+      await node.ready(120_000)
+      const relay = await c.core.readNamespacedPod({name: `vnode-relay-${relayed}`, namespace: relayNs})
+      const published = await c.core.readNode({name: relayed})
+      expect(published.status?.addresses).toEqual([{type: 'InternalIP', address: relay.status?.podIP}])
+      const burn = `process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{let x=0;for(let i=0;i<2e5;i++)x+=i},100)`
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'busy'},
+          spec: {nodeName: relayed, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers: [{name: 'busy', image: 'vnode/node', command: [NODE, '-e', burn]}]},
+        },
+      })
+      let last = ''
+      // metrics-server reports a pod after two scrapes of its node (--metric-resolution=15s), once its APIService is Available.
+      const top = await waitFor(
+        async () => {
+          const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
+          last = r.stdout + r.stderr
+          return r.exitCode === 0 && /^busy\s/m.test(r.stdout) ? r.stdout : undefined
+        },
+        () => `kubectl top pod to list busy (last: ${last})`,
+        180_000,
+        2000,
+      )
+      expect(top).toMatch(/^busy\s+\d+m\s+\d+Mi\s*$/m)
+      const nodeTop = await waitFor(
+        async () => {
+          const r = await kubectl(['top', 'node', relayed, '--no-headers'])
+          last = r.stdout + r.stderr
+          return r.exitCode === 0 ? r.stdout : undefined
+        },
+        () => `kubectl top node (last: ${last})`,
+        60_000,
+        2000,
+      )
+      expect(nodeTop).toMatch(new RegExp(`^${relayed}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
+      // The node's own kubelet port took none of it: it listens on loopback only.
+      const kubeletPort = Number(/port (\d+)\)/.exec(node.lines.find((l) => l.step === 'register')!.message)![1])
+      expect(await dial(relay.status!.podIP!, kubeletPort)).toBe('ECONNREFUSED')
+    },
+    300_000,
+  )
 })
