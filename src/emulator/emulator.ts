@@ -168,6 +168,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: () => this.provider,
       pods: () => this.pods(),
       logs: this.containerLogs,
+      log: (l) => this.emit('step', 'cert', l),
     })
     void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
     this.lease = new LeaseController(

@@ -1,3 +1,4 @@
+import {X509Certificate} from 'node:crypto'
 import type {IncomingMessage, ServerResponse} from 'node:http'
 import {createServer, type Server} from 'node:https'
 import type {AddressInfo, Socket} from 'node:net'
@@ -7,7 +8,8 @@ import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
 import {NoContainerLogs} from '../provider/logs.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
 import {defaultRunningCheck, type KubeletSources} from './sources.js'
-import {ensureServingCert, type ServingCert} from './serving-cert.js'
+import {DefaultServingRenewBeforeMs, ensureServingCert} from './serving-cert.js'
+import {type CsrApi, DefaultAutoCsrWaitMs, DefaultCsrWaitMs, keptClusterCert, KubeletServingSigner, requestServingCert, type ServingCertMode} from './serving-csr.js'
 import {send, sendWith} from './routes/respond.js'
 import type {RouteContext} from './routes/route.js'
 import {findRoute} from './routes/table.js'
@@ -45,6 +47,24 @@ export interface KubeletServerOptions {
   /** The kubelet's streamCreationTimeout and streamingConnectionIdleTimeout (default 30 s and 4 h). */
   streamCreationTimeoutMs?: number
   streamIdleTimeoutMs?: number
+  /** Where the serving certificate comes from (`up --serving-cert`); default self-signed. */
+  servingCert?: ServingCertSource
+}
+
+export interface ServingCertSource {
+  /** auto: a cluster-signed one when the cluster issues it within waitMs, else self-signed; csr: cluster-signed or an error. */
+  mode: ServingCertMode
+  api?: CsrApi
+  waitMs?: number
+  /** One line per certificate served, and why. */
+  log?: (line: string) => void
+}
+
+/** The certificate served, and who signed it. */
+export interface ServedCert {
+  cert: Buffer
+  key: Buffer
+  signedBy: 'self' | 'cluster'
 }
 
 export class KubeletServer {
@@ -54,7 +74,8 @@ export class KubeletServer {
   private readonly follows = new Set<AbortController>()
   private readonly sessions = new Set<Cuttable>()
   private readonly context: RouteContext
-  cert?: ServingCert
+  private renewal?: NodeJS.Timeout
+  cert?: ServedCert
 
   constructor(private readonly opts: KubeletServerOptions) {
     this.auth = new KubeletAuth({
@@ -97,7 +118,7 @@ export class KubeletServer {
   }
 
   async start(): Promise<void> {
-    this.cert = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, this.opts.sans)
+    this.cert = await this.servingCert(this.opts.sans)
     const server = createServer(
       {
         key: this.cert.key,
@@ -132,12 +153,61 @@ export class KubeletServer {
     const all = [...new Set([...this.opts.sans, ...sans])]
     if (all.length === this.opts.sans.length) return
     this.opts.sans = all
-    this.cert = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, all)
-    this.server?.setSecureContext({key: this.cert.key, cert: this.cert.cert, minVersion: 'TLSv1.2', ...(this.opts.clientCa ? {ca: this.opts.clientCa} : {})})
+    this.serve(await this.servingCert(all))
+  }
+
+  private serve(cert: ServedCert): void {
+    this.cert = cert
+    this.server?.setSecureContext({key: cert.key, cert: cert.cert, minVersion: 'TLSv1.2', ...(this.opts.clientCa ? {ca: this.opts.clientCa} : {})})
+  }
+
+  /**
+   * The certificate for these names: the cluster-signed one kept or newly
+   * issued (auto, csr), else the self-signed one, with one line saying which
+   * and why. A cluster-signed one is renewed before it expires.
+   */
+  private async servingCert(sans: string[]): Promise<ServedCert> {
+    const source = this.opts.servingCert ?? {mode: 'self-signed'}
+    const log = source.log ?? (() => undefined)
+    if (source.mode !== 'self-signed' && source.api) {
+      const kept = await keptClusterCert(this.opts.stateDir, sans, DefaultServingRenewBeforeMs)
+      if (kept) {
+        this.renewAt(kept.validTo, sans)
+        return {cert: kept.cert, key: kept.key, signedBy: 'cluster'}
+      }
+      const waitMs = source.waitMs ?? (source.mode === 'csr' ? DefaultCsrWaitMs : DefaultAutoCsrWaitMs)
+      const r = await requestServingCert({api: source.api, stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log}).catch((e: Error): {ok: false; why: string} => ({
+        ok: false,
+        why: `cannot request it: ${e.message}`,
+      }))
+      if (r.ok) {
+        log(`serving certificate: issued by the cluster (CSR ${r.csrName}, signer ${KubeletServingSigner}) for ${sans.join(', ')}`)
+        this.renewAt(Date.parse(new X509Certificate(r.cert).validTo), sans)
+        return {cert: r.cert, key: r.key, signedBy: 'cluster'}
+      }
+      if (source.mode === 'csr') throw new UserError(`serving certificate: ${r.why} (--serving-cert auto would serve a self-signed one instead)`)
+      log(`serving certificate: self-signed: ${r.why}; an API server that verifies kubelet certificates refuses it, and only kubectl logs --insecure-skip-tls-verify-backend gets through`)
+    }
+    const own = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, sans)
+    return {cert: own.cert, key: own.key, signedBy: 'self'}
+  }
+
+  /** Asks again for the names served once the certificate is within its renewal window. */
+  private renewAt(validTo: number, sans: string[]): void {
+    clearTimeout(this.renewal)
+    const delay = Math.min(Math.max(validTo - DefaultServingRenewBeforeMs - Date.now(), 60_000), 2 ** 31 - 1)
+    this.renewal = setTimeout(() => {
+      if (!this.server || this.opts.sans.length !== sans.length) return
+      void this.servingCert(sans)
+        .then((c) => this.server && this.serve(c))
+        .catch((e: Error) => this.opts.servingCert?.log?.(`serving certificate: cannot renew it: ${e.message}`))
+    }, delay)
+    this.renewal.unref()
   }
 
   /** Ends log streams, closes every connection, and stops listening. */
   async stop(): Promise<void> {
+    clearTimeout(this.renewal)
     for (const s of this.follows) s.abort()
     for (const s of this.sessions) s.destroy()
     const server = this.server
