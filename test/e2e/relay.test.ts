@@ -4,8 +4,8 @@ import {execa} from 'execa'
 import {request as httpsRequest} from 'node:https'
 import {get} from 'node:http'
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
-import type {TLSSocket} from 'node:tls'
-import {join} from 'node:path'
+import {connect as tlsConnect, type TLSSocket} from 'node:tls'
+import {dirname, join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from './relay-helpers.js'
 import {expectInteractiveShell} from './tty-exec.js'
@@ -14,6 +14,7 @@ import {
   type Clients,
   clusterWithServices,
   createNamespace,
+  kubeconfigPath,
   deleteNamespace,
   describeE2e,
   kubectl,
@@ -68,6 +69,20 @@ function anonymous(host: string, port: number, path: string): Promise<{status: n
     req.on('timeout', () => req.destroy(new Error('timeout')))
     req.on('error', reject)
     req.end()
+  })
+}
+
+/** Whether the certificate served at host:port verifies against the suite cluster's CA for that address (as an API server with --kubelet-certificate-authority checks it). */
+function verifiesAgainstClusterCa(host: string, port: number): Promise<string> {
+  const ca = readFileSync(join(dirname(kubeconfigPath()), 'pki', 'ca.crt'))
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({host, port, ca, rejectUnauthorized: false, timeout: 10_000})
+    s.once('secureConnect', () => {
+      resolve(s.authorized ? 'verified' : String(s.authorizationError))
+      s.destroy()
+    })
+    s.once('timeout', () => s.destroy(new Error('timeout')))
+    s.once('error', reject)
   })
 }
 
@@ -279,6 +294,8 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     expect(r.status).toBe(401)
     expect(r.body).toBe('Unauthorized')
     expect(r.sans).toContain(`IP Address:${ip}`)
+    // The certificate the cluster signed (a kubelet-serving CSR) covers the relay's IP.
+    expect(await verifiesAgainstClusterCa(ip, relayPort)).toBe('verified')
   })
 
   when("kubectl vnode pods -o wide shows each pod's kubelet endpoint: the relay pod for the relayed node, direct for the other", async () => {
@@ -312,6 +329,8 @@ describeE2e('up --relay: the kubelet API through a relay pod on another node', (
     }, 'the new relay pod with an IP')
     expect(after.metadata!.uid).not.toBe(before)
     expect(internalIP(await readNode())).toBe(after.status?.podIP)
+    // A new relay IP: a new certificate for it, signed by the cluster.
+    expect(await verifiesAgainstClusterCa(after.status!.podIP!, relayPort)).toBe('verified')
   })
 
   when('--relay auto on the loopback cluster stays direct: the API server reaches the node', async () => {
