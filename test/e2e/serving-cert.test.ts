@@ -4,7 +4,22 @@ import {dirname, join} from 'node:path'
 import {connect, type PeerCertificate} from 'node:tls'
 import {issueCert} from '../../src/common/pki.js'
 import {kubeconfigYaml} from '../../src/cluster/cluster-pki.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {
+  clients,
+  type Clients,
+  createNamespace,
+  deleteNamespace,
+  describeE2e,
+  kubeconfigPath,
+  kubectl,
+  runDir,
+  startVnode,
+  stopAllVnodes,
+  uniqueName,
+  vnode,
+  type VnodeProcess,
+  waitFor,
+} from './helpers.js'
 
 /**
  * The kubelet API's serving certificate (`up --serving-cert`, default auto):
@@ -178,4 +193,66 @@ describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, o
       expect(await kubectl(['-n', ns, 'logs', 'unsigned'])).toMatchObject({exitCode: 0, stdout: 'self-signed'})
     }, 90_000)
   })
+})
+
+/**
+ * On a control plane of this describe's own whose API server verifies
+ * kubelet certificates against its cluster CA (--kubelet-certificate-authority):
+ * the node's cluster-signed certificate passes, a self-signed one does not,
+ * and `kubectl logs --insecure-skip-tls-verify-backend` is then the way through.
+ */
+describeE2e('an API server that verifies kubelet certificates', () => {
+  const dir = join(runDir(), 'verifying-cluster')
+  const kubeconfig = join(dir, 'kubeconfig')
+  const ns = uniqueName('verify')
+  const kc = (...args: string[]) => kubectl(['--kubeconfig', kubeconfig, ...args])
+
+  beforeAll(async () => {
+    const up = await vnode(['cluster', 'up', '--dir', dir, '--port', '0', '--no-services', '--loopback', `--apiserver-arg=--kubelet-certificate-authority=${join(dir, 'pki', 'ca.crt')}`], {
+      timeout: 120_000,
+    })
+    if (up.exitCode !== 0) throw new Error(`cluster up exited ${up.exitCode}: ${up.stderr}`)
+    expect((await kc('create', 'namespace', ns)).exitCode).toBe(0)
+  }, 150_000)
+  afterAll(async () => {
+    await stopAllVnodes()
+    await vnode(['cluster', 'down', '--dir', dir], {timeout: 60_000})
+  }, 90_000)
+
+  const runPod = async (node: string, pod: string) => {
+    const spec = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {name: pod, namespace: ns},
+      spec: {nodeName: node, restartPolicy: 'Never', containers: [{name: pod, image: 'vnode/node', command: ['echo', `hello from ${pod}`]}]},
+    }
+    expect((await kubectl(['--kubeconfig', kubeconfig, 'apply', '-f', '-'], JSON.stringify(spec))).exitCode).toBe(0)
+    await waitFor(async () => (await kc('-n', ns, 'get', 'pod', pod, '-o', 'jsonpath={.status.phase}')).stdout === 'Succeeded', `${pod} done`, 30_000)
+  }
+
+  test('the cluster-signed certificate (default auto): kubectl logs works', async () => {
+    const node = uniqueName('verified')
+    const p = startVnode(node, ['--kubeconfig', kubeconfig])
+    await p.ready()
+    expect(p.lines.find((l) => l.step === 'cert')?.message).toMatch(/^serving certificate: issued by the cluster/)
+    // up's reach check went through the verifying API server too.
+    expect(p.lines.find((l) => l.step === 'relay')?.message).toMatch(/^kubelet endpoint: direct at \S+: the API server reaches it \(the kubelet API answered 200\)$/)
+    await runPod(node, 'signed')
+    expect(await kc('-n', ns, 'logs', 'signed')).toMatchObject({exitCode: 0, stdout: 'hello from signed'})
+  }, 60_000)
+
+  test('a self-signed certificate: kubectl logs is refused by the API server; --insecure-skip-tls-verify-backend gets through', async () => {
+    const node = uniqueName('unverified')
+    const p = startVnode(node, ['--kubeconfig', kubeconfig, '--serving-cert', 'self-signed'])
+    await p.ready()
+    // A relay would carry the same TLS: up stays direct and says why.
+    expect(p.lines.find((l) => l.step === 'relay')?.message).toMatch(
+      /^kubelet endpoint: direct at \S+: the API server reaches it but refuses its serving certificate \(.*x509: .*\); a relay carries the same TLS, so it stays direct: .*kubectl logs --insecure-skip-tls-verify-backend$/,
+    )
+    await runPod(node, 'selfsigned')
+    const refused = await kc('-n', ns, 'logs', 'selfsigned')
+    expect(refused.exitCode).not.toBe(0)
+    expect(refused.stderr).toMatch(/x509: certificate signed by unknown authority|tls: failed to verify certificate/)
+    expect(await kc('-n', ns, 'logs', '--insecure-skip-tls-verify-backend', 'selfsigned')).toMatchObject({exitCode: 0, stdout: 'hello from selfsigned'})
+  }, 60_000)
 })

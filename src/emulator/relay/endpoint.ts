@@ -55,6 +55,10 @@ export async function startKubeletEndpoint(o: RelayOptions, p: EndpointParts): P
     const reach = await checkNodeReachable(p.clients.kc, p.nodeName)
     if (reach.reachable) return direct(`: the API server reaches it (${reach.why})`)
     if (reach.unknown) return direct(`: cannot tell whether the API server reaches it (${reach.why}); --relay on uses a relay`)
+    if (reach.untrusted)
+      return direct(
+        `: the API server reaches it but refuses its serving certificate (${reach.why}); a relay carries the same TLS, so it stays direct: --serving-cert auto or csr where the cluster issues kubelet-serving certificates, else kubectl logs --insecure-skip-tls-verify-backend`,
+      )
     p.log(`kubelet endpoint: relay: the API server cannot reach ${here} (${reach.why})`)
   } else p.log('kubelet endpoint: relay (--relay on)')
   const port = o.port ?? DefaultRelayPort
