@@ -131,8 +131,6 @@ export async function nodeSpecConfig(o: EmulatorOptions, server: string): Promis
     name: o.name,
     nodeIP: await chooseNodeIP(server, o.nodeIP),
     port: await kubeletPort(o.port),
-    // Behind a relay the API server must not dial this host's name first.
-    ...(o.relay?.mode === 'on' ? {hostnameAddress: false} : {}),
     labels: {
       type: 'virtual-kubelet',
       'kubernetes.io/role': 'agent',

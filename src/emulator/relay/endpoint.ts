@@ -91,7 +91,7 @@ export async function startKubeletEndpoint(o: RelayOptions, p: EndpointParts): P
 /** The node published at the relay: its IP as InternalIP (no Hostname), its port, in the serving certificate. */
 async function publish(p: EndpointParts, relay: NodeRelay, ip: string, port: number): Promise<void> {
   await p.kubeletServer.addSans([ip])
-  p.nodeController.setEndpoint({nodeIP: ip, port, hostnameAddress: false})
+  p.nodeController.setEndpoint({nodeIP: ip, port})
   await annotate(p, relay.ref)
   await p.nodeController.syncStatus(true)
   p.log(`kubelet endpoint: ${ip}:${port} through the relay ${relay.ref}`)
