@@ -80,11 +80,15 @@ describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, o
     nodes.push(name)
     const node = startVnode(name)
     await node.ready()
-    const line = node.lines.find((l) => l.step === 'cert')?.message
+    // Asked in the background (the self-signed one is served until it is issued).
+    const line = (await node.waitForLine((l) => l.step === 'cert', 'the serving certificate line')).message
     expect(line).toMatch(/^serving certificate: issued by the cluster \(CSR vnode-serving-\w+, signer kubernetes\.io\/kubelet-serving\) for /)
     const {ip, port} = await endpoint(c, name)
     expect(line).toContain(ip)
-    const h = await handshake(ip, port, clusterCa())
+    const h = await waitFor(async () => {
+      const r = await handshake(ip, port, clusterCa())
+      return r.authorized ? r : undefined
+    }, 'the cluster-signed certificate served')
     expect(h).toMatchObject({authorized: true, error: undefined})
     expect(h.cert.issuer.CN).toBe('vnode-cluster-ca')
     expect(h.cert.subject).toMatchObject({CN: `system:node:${name}`, O: 'system:nodes'})
@@ -168,6 +172,8 @@ describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, o
       nodes.push(name)
       node = startVnode(name, ['--kubeconfig', kubeconfig, '--allowed-namespaces', ns])
       await node.ready(60_000)
+      // The node is Ready at once, on the self-signed certificate; the line comes when the wait is over.
+      await node.waitForLine((l) => l.step === 'cert' && l.message.startsWith('serving certificate: self-signed'), 'the fallback line')
       const lines = node.lines.filter((l) => l.step === 'cert').map((l) => l.message)
       expect(lines).toEqual([
         expect.stringMatching(
@@ -234,7 +240,7 @@ describeE2e('an API server that verifies kubelet certificates', () => {
     const node = uniqueName('verified')
     const p = startVnode(node, ['--kubeconfig', kubeconfig])
     await p.ready()
-    expect(p.lines.find((l) => l.step === 'cert')?.message).toMatch(/^serving certificate: issued by the cluster/)
+    expect((await p.waitForLine((l) => l.step === 'cert', 'the serving certificate line')).message).toMatch(/^serving certificate: issued by the cluster/)
     // up's reach check went through the verifying API server too.
     expect(p.lines.find((l) => l.step === 'relay')?.message).toMatch(/^kubelet endpoint: direct at \S+: the API server reaches it \(the kubelet API answered 200\)$/)
     await runPod(node, 'signed')

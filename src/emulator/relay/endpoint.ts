@@ -52,7 +52,9 @@ export async function startKubeletEndpoint(o: RelayOptions, p: EndpointParts): P
   }
   if (o.mode === 'off') return direct(' (--relay off)')
   if (o.mode === 'auto') {
-    const reach = await checkNodeReachable(p.clients.kc, p.nodeName)
+    let reach = await checkNodeReachable(p.clients.kc, p.nodeName)
+    // The API server refused the self-signed certificate served while the cluster's was asked for: ask again once it is settled.
+    if (reach.untrusted && (await p.kubeletServer.servingSettled())?.signedBy === 'cluster') reach = await checkNodeReachable(p.clients.kc, p.nodeName)
     if (reach.reachable) return direct(`: the API server reaches it (${reach.why})`)
     if (reach.unknown) return direct(`: cannot tell whether the API server reaches it (${reach.why}); --relay on uses a relay`)
     if (reach.untrusted)

@@ -75,6 +75,9 @@ export class KubeletServer {
   private readonly sessions = new Set<Cuttable>()
   private readonly context: RouteContext
   private renewal?: NodeJS.Timeout
+  /** The cluster-signed certificate asked for in the background at start (auto), until it is served or given up. */
+  private pending?: Promise<void>
+  private readonly stopping = new AbortController()
   cert?: ServedCert
 
   constructor(private readonly opts: KubeletServerOptions) {
@@ -118,7 +121,7 @@ export class KubeletServer {
   }
 
   async start(): Promise<void> {
-    this.cert = await this.servingCert(this.opts.sans)
+    this.cert = await this.firstCert(this.opts.sans)
     const server = createServer(
       {
         key: this.cert.key,
@@ -156,6 +159,32 @@ export class KubeletServer {
     this.serve(await this.servingCert(all))
   }
 
+  /**
+   * The certificate to listen with. auto without a kept cluster-signed one:
+   * the self-signed one at once, and the cluster's served once issued (as the
+   * kubelet's certificate manager does), so a slow or silent signer never
+   * delays the node. csr waits for the cluster's; self-signed never asks.
+   */
+  private async firstCert(sans: string[]): Promise<ServedCert> {
+    const source = this.opts.servingCert
+    if (source?.mode !== 'auto' || !source.api) return this.servingCert(sans)
+    const kept = await this.keptCert(sans)
+    if (kept) return kept
+    this.pending = this.servingCert(sans, false).then(
+      (c) => {
+        if (c.signedBy === 'cluster' && this.opts.sans === sans && !this.stopping.signal.aborted) this.serve(c)
+      },
+      () => undefined,
+    )
+    return this.selfSigned(sans)
+  }
+
+  /** The certificate served once what start asked of the cluster is settled (at once when nothing is pending). */
+  async servingSettled(): Promise<ServedCert | undefined> {
+    await this.pending
+    return this.cert
+  }
+
   private serve(cert: ServedCert): void {
     this.cert = cert
     this.server?.setSecureContext({key: cert.key, cert: cert.cert, minVersion: 'TLSv1.2', ...(this.opts.clientCa ? {ca: this.opts.clientCa} : {})})
@@ -166,20 +195,19 @@ export class KubeletServer {
    * issued (auto, csr), else the self-signed one, with one line saying which
    * and why. A cluster-signed one is renewed before it expires.
    */
-  private async servingCert(sans: string[]): Promise<ServedCert> {
+  private async servingCert(sans: string[], useKept = true): Promise<ServedCert> {
     const source = this.opts.servingCert ?? {mode: 'self-signed'}
     const log = source.log ?? (() => undefined)
     if (source.mode !== 'self-signed' && source.api) {
-      const kept = await keptClusterCert(this.opts.stateDir, sans, DefaultServingRenewBeforeMs)
-      if (kept) {
-        this.renewAt(kept.validTo, sans)
-        return {cert: kept.cert, key: kept.key, signedBy: 'cluster'}
-      }
+      const kept = useKept ? await this.keptCert(sans) : undefined
+      if (kept) return kept
       const waitMs = source.waitMs ?? (source.mode === 'csr' ? DefaultCsrWaitMs : DefaultAutoCsrWaitMs)
-      const r = await requestServingCert({api: source.api, stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log}).catch((e: Error): {ok: false; why: string} => ({
+      const signal = this.stopping.signal
+      const r = await requestServingCert({api: source.api, stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log, signal}).catch((e: Error): {ok: false; why: string} => ({
         ok: false,
         why: `cannot request it: ${e.message}`,
       }))
+      if (signal.aborted) return this.selfSigned(sans)
       if (r.ok) {
         log(`serving certificate: issued by the cluster (CSR ${r.csrName}, signer ${KubeletServingSigner}) for ${sans.join(', ')}`)
         this.renewAt(Date.parse(new X509Certificate(r.cert).validTo), sans)
@@ -188,8 +216,20 @@ export class KubeletServer {
       if (source.mode === 'csr') throw new UserError(`serving certificate: ${r.why} (--serving-cert auto would serve a self-signed one instead)`)
       log(`serving certificate: self-signed: ${r.why}; an API server that verifies kubelet certificates refuses it, and only kubectl logs --insecure-skip-tls-verify-backend gets through`)
     }
+    return this.selfSigned(sans)
+  }
+
+  private async selfSigned(sans: string[]): Promise<ServedCert> {
     const own = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, sans)
     return {cert: own.cert, key: own.key, signedBy: 'self'}
+  }
+
+  /** The cluster-signed certificate kept from an earlier run, when it covers these names and is not due for renewal. */
+  private async keptCert(sans: string[]): Promise<ServedCert | undefined> {
+    const kept = await keptClusterCert(this.opts.stateDir, sans, DefaultServingRenewBeforeMs)
+    if (!kept) return undefined
+    this.renewAt(kept.validTo, sans)
+    return {cert: kept.cert, key: kept.key, signedBy: 'cluster'}
   }
 
   /** Asks again for the names served once the certificate is within its renewal window. */
@@ -208,6 +248,8 @@ export class KubeletServer {
   /** Ends log streams, closes every connection, and stops listening. */
   async stop(): Promise<void> {
     clearTimeout(this.renewal)
+    this.stopping.abort()
+    await this.pending
     for (const s of this.follows) s.abort()
     for (const s of this.sessions) s.destroy()
     const server = this.server

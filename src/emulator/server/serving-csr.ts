@@ -18,11 +18,13 @@ export type ServingCertMode = 'auto' | 'csr' | 'self-signed'
 export const KubeletServingSigner = 'kubernetes.io/kubelet-serving'
 /** The file stem of the cluster-signed certificate and its key. */
 export const ClusterServingCertName = 'kubelet-serving-cluster'
-/** How long `auto` waits for the cluster to issue before serving the self-signed one. */
+/** How long `auto` asks (in the background, serving the self-signed one meanwhile) before it says it fell back. */
 export const DefaultAutoCsrWaitMs = 5_000
 /** How long `csr` waits (an approver may be a person running `kubectl certificate approve`). */
 export const DefaultCsrWaitMs = 60_000
-export const CsrPollIntervalMs = 250
+/** The wait between reads of a pending CSR: short at first (a cluster's signer answers within milliseconds of the approval), then this. */
+export const CsrPollIntervalMs = 500
+export const CsrFirstPollMs = 20
 /** The annotation naming the node a CSR is for. */
 export const CsrNodeAnnotation = 'vnode.dev/node'
 
@@ -137,6 +139,7 @@ export async function requestServingCert(r: CsrRequest): Promise<CsrOutcome> {
       r.log?.(`serving certificate: waiting for CSR ${name} to be approved and issued: ${approval}; \`kubectl certificate approve ${name}\` approves it`)
     }
     const deadline = Date.now() + r.waitMs
+    let pause = Math.min(CsrFirstPollMs, r.pollIntervalMs ?? CsrPollIntervalMs)
     for (;;) {
       const answer = csrAnswer(csr, keyPem, r.sans)
       if (answer.state === 'refused') return {ok: false, why: `CSR ${name} ${answer.why}`}
@@ -151,7 +154,8 @@ export async function requestServingCert(r: CsrRequest): Promise<CsrOutcome> {
         const why = answer.approved ? 'approved but not issued' : approval ? `not approved: ${approval}` : 'not approved'
         return {ok: false, why: `CSR ${name} ${why} within ${Math.round(r.waitMs / 1000)} s (signer ${KubeletServingSigner})`}
       }
-      await new Promise((resolve) => setTimeout(resolve, r.pollIntervalMs ?? CsrPollIntervalMs))
+      await new Promise((resolve) => setTimeout(resolve, pause))
+      pause = Math.min(pause * 2, r.pollIntervalMs ?? CsrPollIntervalMs)
       try {
         csr = await r.api.readCertificateSigningRequest({name})
       } catch (error) {
