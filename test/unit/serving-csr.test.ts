@@ -138,7 +138,7 @@ describe('the kubelet-serving CSR', () => {
   test('requestServingCert: created, approved, issued on a later read; kept in the state dir (key 0600) and the CSR deleted', async () => {
     const stateDir = freshDir()
     const {api, calls} = fakeApi({approve: true, issueOnRead: 2})
-    const r = await requestServingCert({api, stateDir, nodeName: 'n1', sans, waitMs: 5000, pollIntervalMs: 10})
+    const r = await requestServingCert({api, cluster: 'https://a:6443', stateDir, nodeName: 'n1', sans, waitMs: 5000, pollIntervalMs: 10})
     expect(r.ok).toBe(true)
     if (!r.ok) return
     expect(r.csrName).toBe('vnode-serving-abc')
@@ -149,17 +149,19 @@ describe('the kubelet-serving CSR', () => {
     expect(statSync(join(stateDir, 'pki', `${ClusterServingCertName}.key`)).mode & 0o777).toBe(0o600)
     expect(existsSync(join(stateDir, 'pki', `${ClusterServingCertName}-pending.key`))).toBe(false)
     // Kept for the next start while it covers the names; not for a new address.
-    expect((await keptClusterCert(stateDir, sans, 0))?.cert.equals(r.cert)).toBe(true)
-    expect(await keptClusterCert(stateDir, [...sans, '10.9.9.9'], 0)).toBeUndefined()
+    expect((await keptClusterCert(stateDir, 'https://a:6443', sans, 0))?.cert.equals(r.cert)).toBe(true)
+    expect(await keptClusterCert(stateDir, 'https://a:6443', [...sans, '10.9.9.9'], 0)).toBeUndefined()
+    // Issued by another cluster (the state dir used with another kubeconfig): asked of this one.
+    expect(await keptClusterCert(stateDir, 'https://b:6443', sans, 0)).toBeUndefined()
     // Within its renewal window: asked for again.
-    expect(await keptClusterCert(stateDir, sans, 400 * 24 * 3600_000)).toBeUndefined()
+    expect(await keptClusterCert(stateDir, 'https://a:6443', sans, 400 * 24 * 3600_000)).toBeUndefined()
   })
 
   test("requestServingCert: an approval the user's RBAC forbids and no other approver: one line naming kubectl certificate approve, then not approved within the wait", async () => {
     const stateDir = freshDir()
     const {api, calls} = fakeApi({approve: false})
     const lines: string[] = []
-    const r = await requestServingCert({api, stateDir, nodeName: 'n1', sans, waitMs: 100, pollIntervalMs: 20, log: (l) => lines.push(l)})
+    const r = await requestServingCert({api, cluster: 'https://a:6443', stateDir, nodeName: 'n1', sans, waitMs: 100, pollIntervalMs: 20, log: (l) => lines.push(l)})
     expect(r).toEqual({
       ok: false,
       why: expect.stringMatching(/^CSR vnode-serving-abc not approved: vnode's user cannot approve it \(forbidden: signers.* is forbidden\) within 0 s \(signer kubernetes.io\/kubelet-serving\)$/),
@@ -176,7 +178,7 @@ describe('the kubelet-serving CSR', () => {
         throw Object.assign(new Error('HTTP 404'), {code: 404, body: 'the server could not find the requested resource'})
       },
     } as unknown as CsrApi
-    const r = await requestServingCert({api, stateDir: freshDir(), nodeName: 'n1', sans, waitMs: 5000})
+    const r = await requestServingCert({api, cluster: 'https://a:6443', stateDir: freshDir(), nodeName: 'n1', sans, waitMs: 5000})
     expect(r).toEqual({ok: false, why: 'cannot create a CertificateSigningRequest (HTTP 404)'})
   })
 })

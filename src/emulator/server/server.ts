@@ -55,6 +55,8 @@ export interface ServingCertSource {
   /** auto: a cluster-signed one when the cluster issues it within waitMs, else self-signed; csr: cluster-signed or an error. */
   mode: ServingCertMode
   api?: CsrApi
+  /** The cluster's API server URL: a kept certificate is used again only for the cluster that issued it. */
+  cluster?: string
   waitMs?: number
   /** One line per certificate served, and why. */
   log?: (line: string) => void
@@ -203,10 +205,12 @@ export class KubeletServer {
       if (kept) return kept
       const waitMs = source.waitMs ?? (source.mode === 'csr' ? DefaultCsrWaitMs : DefaultAutoCsrWaitMs)
       const signal = this.stopping.signal
-      const r = await requestServingCert({api: source.api, stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log, signal}).catch((e: Error): {ok: false; why: string} => ({
-        ok: false,
-        why: `cannot request it: ${e.message}`,
-      }))
+      const r = await requestServingCert({api: source.api, cluster: source.cluster ?? '', stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log, signal}).catch(
+        (e: Error): {ok: false; why: string} => ({
+          ok: false,
+          why: `cannot request it: ${e.message}`,
+        }),
+      )
       if (signal.aborted) return this.selfSigned(sans)
       if (r.ok) {
         log(`serving certificate: issued by the cluster (CSR ${r.csrName}, signer ${KubeletServingSigner}) for ${sans.join(', ')}`)
@@ -226,7 +230,7 @@ export class KubeletServer {
 
   /** The cluster-signed certificate kept from an earlier run, when it covers these names and is not due for renewal. */
   private async keptCert(sans: string[]): Promise<ServedCert | undefined> {
-    const kept = await keptClusterCert(this.opts.stateDir, sans, DefaultServingRenewBeforeMs)
+    const kept = await keptClusterCert(this.opts.stateDir, this.opts.servingCert?.cluster ?? '', sans, DefaultServingRenewBeforeMs)
     if (!kept) return undefined
     this.renewAt(kept.validTo, sans)
     return {cert: kept.cert, key: kept.key, signedBy: 'cluster'}

@@ -85,6 +85,8 @@ export type CsrApi = Pick<CertificatesV1Api, 'createCertificateSigningRequest' |
 export interface CsrRequest {
   api: CsrApi
   stateDir: string
+  /** The cluster asked (its API server's URL): a certificate is kept for the cluster that issued it. */
+  cluster: string
   nodeName: string
   sans: string[]
   waitMs: number
@@ -146,6 +148,7 @@ export async function requestServingCert(r: CsrRequest): Promise<CsrOutcome> {
       if (answer.state === 'issued') {
         const certPath = join(dir, `${ClusterServingCertName}.crt`)
         await writeFile(certPath, answer.certPem, {mode: 0o644})
+        await writeFile(join(dir, `${ClusterServingCertName}.cluster`), `${r.cluster}\n`, {mode: 0o644})
         await rename(key, join(dir, `${ClusterServingCertName}.key`))
         await chmod(join(dir, `${ClusterServingCertName}.key`), 0o600)
         return {ok: true, cert: Buffer.from(answer.certPem), key: Buffer.from(keyPem), csrName: name, certPath}
@@ -168,10 +171,15 @@ export async function requestServingCert(r: CsrRequest): Promise<CsrOutcome> {
   }
 }
 
-/** The cluster-signed certificate kept from an earlier run, when it still covers every name and is not close to expiry. */
-export async function keptClusterCert(stateDir: string, sans: string[], renewBeforeMs: number): Promise<{cert: Buffer; key: Buffer; validTo: number} | undefined> {
+/**
+ * The cluster-signed certificate kept from an earlier run, when the same
+ * cluster issued it (a state dir used against another cluster asks that one),
+ * it still covers every name, and it is not close to expiry.
+ */
+export async function keptClusterCert(stateDir: string, cluster: string, sans: string[], renewBeforeMs: number): Promise<{cert: Buffer; key: Buffer; validTo: number} | undefined> {
   const dir = join(stateDir, 'pki')
   try {
+    if ((await readFile(join(dir, `${ClusterServingCertName}.cluster`), 'utf8')).trim() !== cluster) return undefined
     const cert = await readFile(join(dir, `${ClusterServingCertName}.crt`))
     const key = await readFile(join(dir, `${ClusterServingCertName}.key`))
     const x = new X509Certificate(cert)
