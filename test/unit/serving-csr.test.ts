@@ -4,6 +4,8 @@ import {execFileSync} from 'node:child_process'
 import {X509Certificate} from 'node:crypto'
 import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
+import {connect} from 'node:tls'
+import {KubeletServer, type ServingCertSource} from '../../src/emulator/server/server.js'
 import {join} from 'node:path'
 import {createCa, createKeyAndRequest} from '../../src/common/pki.js'
 import {
@@ -180,5 +182,79 @@ describe('the kubelet-serving CSR', () => {
     } as unknown as CsrApi
     const r = await requestServingCert({api, cluster: 'https://a:6443', stateDir: freshDir(), nodeName: 'n1', sans, waitMs: 5000})
     expect(r).toEqual({ok: false, why: 'cannot create a CertificateSigningRequest (HTTP 404)'})
+  })
+
+  describe('the kubelet server', () => {
+    const servers: KubeletServer[] = []
+    afterAll(async () => {
+      for (const s of servers) await s.stop()
+    })
+    const server = (stateDir: string, servingCert: ServingCertSource) => {
+      const s = new KubeletServer({
+        nodeName: 'n1',
+        port: 0,
+        host: '127.0.0.1',
+        stateDir,
+        sans: ['n1', '127.0.0.1'],
+        sources: {pods: () => []},
+        anonymousAuth: false,
+        authorizationMode: 'AlwaysAllow',
+        reviewer: {tokenReview: async () => ({authenticated: false}), subjectAccessReview: async () => false} as never,
+        servingCert,
+      })
+      servers.push(s)
+      return s
+    }
+    /** The issuer of the certificate the server hands a new connection. */
+    const issuer = (port: number) =>
+      new Promise<string>((resolve, reject) => {
+        const c = connect({host: '127.0.0.1', port, rejectUnauthorized: false}, () => {
+          resolve(String(c.getPeerCertificate().issuer.CN))
+          c.destroy()
+        })
+        c.on('error', reject)
+      })
+
+    test('auto: serves the self-signed certificate at once, then the cluster-signed one once issued; a new address asks again before it is served', async () => {
+      const stateDir = freshDir()
+      const {api, calls} = fakeApi({approve: true, issueOnRead: 1})
+      const lines: string[] = []
+      const s = server(stateDir, {mode: 'auto', api, cluster: 'https://a:6443', log: (l) => lines.push(l)})
+      await s.start()
+      expect(s.cert?.signedBy).toBe('self')
+      expect((await s.servingSettled())?.signedBy).toBe('cluster')
+      expect(await issuer(s.port)).toBe('test-cluster-ca')
+      expect(lines).toEqual([expect.stringMatching(/^serving certificate: issued by the cluster \(CSR vnode-serving-abc, signer kubernetes.io\/kubelet-serving\) for n1, 127.0.0.1$/)])
+      await s.addSans(['10.9.9.9'])
+      expect(calls.filter((c) => c === 'create')).toHaveLength(2)
+      expect(new X509Certificate(s.cert!.cert).checkIP('10.9.9.9')).toBe('10.9.9.9')
+      expect(s.cert?.signedBy).toBe('cluster')
+    })
+
+    test('auto: a certificate kept from an earlier run is served at start without asking', async () => {
+      const stateDir = freshDir()
+      const first = fakeApi({approve: true, issueOnRead: 1})
+      const a = server(stateDir, {mode: 'auto', api: first.api, cluster: 'https://a:6443'})
+      await a.start()
+      await a.servingSettled()
+      await a.stop()
+      const again = fakeApi({approve: true, issueOnRead: 1})
+      const b = server(stateDir, {mode: 'auto', api: again.api, cluster: 'https://a:6443'})
+      await b.start()
+      expect(b.cert?.signedBy).toBe('cluster')
+      expect(again.calls).toEqual([])
+    })
+
+    test('csr: a cluster that does not issue it fails the start, naming auto', async () => {
+      const api = {
+        createCertificateSigningRequest: async () => {
+          throw Object.assign(new Error('HTTP 403'), {code: 403, body: JSON.stringify({message: 'certificatesigningrequests is forbidden'})})
+        },
+      } as unknown as CsrApi
+      const s = server(freshDir(), {mode: 'csr', api, cluster: 'https://a:6443'})
+      await expect(s.start()).rejects.toThrow(
+        'serving certificate: cannot create a CertificateSigningRequest (forbidden: certificatesigningrequests is forbidden) (--serving-cert auto would serve a self-signed one instead)',
+      )
+    })
   })
 })

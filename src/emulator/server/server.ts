@@ -123,11 +123,11 @@ export class KubeletServer {
   }
 
   async start(): Promise<void> {
-    this.cert = await this.firstCert(this.opts.sans)
+    const served = await this.firstCert(this.opts.sans)
     const server = createServer(
       {
-        key: this.cert.key,
-        cert: this.cert.cert,
+        key: served.key,
+        cert: served.cert,
         // Ask for a client certificate but let the handshake finish without one: tokens are checked after it.
         requestCert: true,
         rejectUnauthorized: false,
@@ -151,6 +151,8 @@ export class KubeletServer {
     })
     server.on('error', () => undefined)
     this.server = server
+    // The cluster's certificate came while the server was made: served from now on.
+    if (this.cert && this.cert !== served) this.serve(this.cert)
   }
 
   /** Covers more names or addresses (a relay's IP): the certificate is issued again and served to new connections. */
@@ -169,16 +171,18 @@ export class KubeletServer {
    */
   private async firstCert(sans: string[]): Promise<ServedCert> {
     const source = this.opts.servingCert
-    if (source?.mode !== 'auto' || !source.api) return this.servingCert(sans)
+    if (source?.mode !== 'auto' || !source.api) return (this.cert = await this.servingCert(sans))
     const kept = await this.keptCert(sans)
-    if (kept) return kept
+    if (kept) return (this.cert = kept)
+    // Set before the cluster is asked, so the cluster's, when it comes, is never replaced by it.
+    const own = (this.cert = await this.selfSigned(sans))
     this.pending = this.servingCert(sans, false).then(
       (c) => {
         if (c.signedBy === 'cluster' && this.opts.sans === sans && !this.stopping.signal.aborted) this.serve(c)
       },
       () => undefined,
     )
-    return this.selfSigned(sans)
+    return own
   }
 
   /** The certificate served once what start asked of the cluster is settled (at once when nothing is pending). */
