@@ -9,7 +9,9 @@
 // to a file of its own (results-quick.json, results-partial.json), so a small
 // run never stands for the full one. --strict exits 1 unless every goal is met.
 // Not part of `npm test`.
+import {execFile} from 'node:child_process'
 import {rmSync, writeFileSync} from 'node:fs'
+import {createServer} from 'node:net'
 import {loadavg} from 'node:os'
 import {join} from 'node:path'
 import {startFloor} from './floor.mjs'
@@ -19,12 +21,13 @@ import {apiserverRequests, median, nodesStarted, percentile, podObserver, root, 
 import {memoryOf, vnodeRuntimePids} from './memory.mjs'
 import {ModeLabels, Modes, modeUnavailable} from './modes.mjs'
 import {portableContainer, referenceUnavailable, startReference} from './reference.mjs'
+import {relayUnavailable} from './relay.mjs'
 
 const quick = process.argv.includes('--quick')
 const strict = process.argv.includes('--strict')
 const onlyArg = process.argv.find((a) => a.startsWith('--only'))
 const only = onlyArg ? (onlyArg.includes('=') ? onlyArg.split('=')[1] : process.argv[process.argv.indexOf(onlyArg) + 1]).split(',') : undefined
-const Scenarios = ['start', 'default', 'sandbox', 'walls', 'cgroups', 'network', 'kubelet', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
+const Scenarios = ['start', 'default', 'sandbox', 'walls', 'cgroups', 'network', 'kubelet', 'relay', 'token', 'cost', 'throughput', 'idle', 'tui', 'scale']
 if (only?.some((s) => !Scenarios.includes(s))) throw new Error(`--only takes ${Scenarios.join(',')}`)
 /** The first argument the bench does not know: a typo or --help would otherwise start a whole run. */
 function unknownArg(argv) {
@@ -55,6 +58,8 @@ const size = {
   /** The node as users run it puts each pod on the pod network, whose per-node range (a /24) holds 253 pods. */
   idlePodsDefault: quick ? [0, 30] : [0, 100],
   tuiPods: quick ? [0] : [0, 100],
+  /** kubectl logs and exec through the relay and direct: this many of each, alternating. */
+  relayRequests: quick ? 10 : 30,
   scaleNodes: quick ? 4 : 20,
   scalePods: quick ? 10 : 50,
   /** After a burst, before its memory is read: the start's own work (events, status writes, the kubelet's housekeeping) done. */
@@ -412,6 +417,98 @@ async function compareKubelet() {
   }
 }
 
+/** A free TCP port on host. */
+function freePort(host = '0.0.0.0') {
+  return new Promise((resolve) => {
+    const s = createServer()
+    s.listen(0, host, () => {
+      const {port} = s.address()
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+/** How long one kubectl command takes, start to exit (ms); a failure stops the scenario. */
+async function timedKubectl(kubectl, args) {
+  const t0 = performance.now()
+  await new Promise((resolve, reject) =>
+    execFile(kubectl, ['--kubeconfig', cluster.kubeconfig, ...args], {timeout: 30_000}, (error, stdout, stderr) =>
+      error ? reject(new Error(`kubectl ${args.join(' ')}: ${stderr || error.message}`)) : resolve(stdout),
+    ),
+  )
+  return performance.now() - t0
+}
+
+/**
+ * `kubectl logs` and `kubectl exec` through a relay pod (`up --relay on`,
+ * the relay on a second node) beside the same on a direct node, one of
+ * each in turn, in the same run: what the relay adds to a user's command.
+ */
+async function compareRelay() {
+  const why = relayUnavailable()
+  if (why) return skip('relay', why)
+  const {findBinaries} = await import('../dist/cluster/binaries.js')
+  const kubectl = findBinaries().kubectl
+  const hostLabel = 'vnode.dev/bench-relay-host=true'
+  const [relayPort, tunnelPort] = [await freePort(), await freePort('127.0.0.1')]
+  const nodes = [
+    startVnode(cluster, 'relay-host', ['--sandbox', 'namespaces', '--no-default-taint', '--label', hostLabel, '--relay', 'off']),
+    startVnode(cluster, 'relay-direct', [...Modes.plain, '--relay', 'off']),
+    startVnode(cluster, 'relay-relayed', [
+      ...Modes.plain,
+      '--relay',
+      'on',
+      '--relay-namespace',
+      'vnode-bench-relay',
+      '--relay-port',
+      String(relayPort),
+      '--relay-tunnel-port',
+      String(tunnelPort),
+      '--relay-node-selector',
+      hostLabel,
+    ]),
+  ]
+  try {
+    for (const n of nodes) await n.ready(120_000)
+    const nsName = await namespace()
+    const obs = await podObserver(cluster.kc, nsName)
+    const app = {containers: [{name: 'c', image: 'busybox', command: ['sh', '-c', 'echo relay bench; exec sleep 3600']}]}
+    for (const [pod, node] of [
+      ['direct', 'relay-direct'],
+      ['relayed', 'relay-relayed'],
+    ]) {
+      const body = sleeperPod(pod, node, app)
+      body.spec.terminationGracePeriodSeconds = 2
+      await cluster.core.createNamespacedPod({namespace: nsName, body})
+    }
+    await waitUntil(() => obs.started.size >= 2, 'the relay bench pods running', 60_000)
+    obs.stop()
+    const lat = {logs: {direct: [], relayed: []}, exec: {direct: [], relayed: []}}
+    // One unmeasured round first: connections and the relay's tunnels warm, as after any first use.
+    for (let i = -1; i < size.relayRequests; i++) {
+      for (const pod of ['direct', 'relayed']) {
+        const logs = await timedKubectl(kubectl, ['-n', nsName, 'logs', pod, '--tail', '1'])
+        const exec = await timedKubectl(kubectl, ['-n', nsName, 'exec', pod, '--', 'true'])
+        if (i < 0) continue
+        lat.logs[pod].push(logs)
+        lat.exec[pod].push(exec)
+      }
+    }
+    for (const verb of ['logs', 'exec']) {
+      const [d, r] = [lat[verb].direct, lat[verb].relayed]
+      row(`kubectl-${verb}-direct`, 'p50', percentile(d, 50), 'ms')
+      row(`kubectl-${verb}-direct`, 'p99', percentile(d, 99), 'ms')
+      row(`kubectl-${verb}-relay`, 'p50', percentile(r, 50), 'ms')
+      row(`kubectl-${verb}-relay`, 'p99', percentile(r, 99), 'ms')
+      row(`kubectl-${verb}-relay`, 'p50/direct', percentile(r, 50) / percentile(d, 50), 'ratio')
+    }
+    await dropNamespace(nsName)
+  } finally {
+    // The relayed node deletes its relay pod and ConfigMap when it stops.
+    for (const n of nodes.reverse()) await n.stop()
+  }
+}
+
 try {
   let vn
   const node = async () => {
@@ -485,6 +582,7 @@ try {
   ]
   if (modes.length > 0) await compareModes(modes).catch(scenarioFailed(modes.join(',')))
   if (want('kubelet')) await compareKubelet().catch(scenarioFailed('kubelet'))
+  if (want('relay')) await compareRelay().catch(scenarioFailed('relay'))
 
   // The same burst with the default service account token mounted: one TokenRequest more per pod.
   if (want('token')) {

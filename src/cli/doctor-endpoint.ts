@@ -85,7 +85,7 @@ export function endpointCheck(n: NodeEndpointFacts): DoctorCheck {
   const message = n.reach.why
   if (/x509|certificate|tls: /i.test(message)) {
     return failed(`the API server verifies kubelet serving certificates (--kubelet-certificate-authority) and rejects the node's: ${message}`, {
-      text: "the node's serving certificate is self-signed, and up does not yet get one the cluster signs: the only way is to skip the check per request",
+      text: "the node's serving certificate is self-signed: up --serving-cert auto (the default) or csr gets one the cluster signs where it issues kubelet-serving certificates (a CSR your user, or an approver, approves); where it does not, the only way is to skip the check per request",
       command: 'kubectl logs --insecure-skip-tls-verify-backend <pod>',
     })
   }

@@ -102,6 +102,12 @@ export default class Up extends Command {
       options: ['auto', 'on', 'off'],
       default: 'auto',
     }),
+    'serving-cert': Flags.string({
+      description:
+        "the kubelet API's serving certificate: auto (a kubernetes.io/kubelet-serving CSR for the node's addresses, approved with your own rights where RBAC allows; self-signed, said in one line, when the cluster has not issued it within 5 s), csr (cluster-signed, or `up` fails after 60 s), self-signed",
+      options: ['auto', 'csr', 'self-signed'],
+      default: 'auto',
+    }),
     'relay-namespace': Flags.string({description: 'namespace of the relay pod and its ConfigMap (created when missing)', default: 'vnode-system'}),
     'relay-image': Flags.string({description: 'image of the relay pod: any image with python3 (3.8+) on its PATH', default: 'python:3-alpine'}),
     'relay-port': Flags.integer({description: "the relay's kubelet port, published as the node's", default: 10250, min: 1, max: 65535}),
@@ -185,6 +191,7 @@ export default class Up extends Command {
       anonymousAuth: flags['anonymous-auth'],
       authorizationMode: flags['authorization-mode'] as 'Webhook' | 'AlwaysAllow',
       clientCaFile: flags['client-ca-file'],
+      servingCert: flags['serving-cert'] as 'auto' | 'csr' | 'self-signed',
       relay: {
         mode: flags.relay as 'auto' | 'on' | 'off',
         namespace: flags['relay-namespace'],

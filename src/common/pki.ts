@@ -1,5 +1,5 @@
 import {randomBytes} from 'node:crypto'
-import {chmod, mkdir, rm, stat} from 'node:fs/promises'
+import {chmod, mkdir, readFile, rm, stat} from 'node:fs/promises'
 import {isIP} from 'node:net'
 import {join} from 'node:path'
 
@@ -118,6 +118,26 @@ export async function issueCert(dir: string, ca: CertPair, req: CertRequest): Pr
     await rm(csr, {force: true})
   }
   return pair
+}
+
+/**
+ * A new EC key (dir/<name>.key, 0600) and a PKCS#10 request for it, PEM, for
+ * a certificate someone else signs (a CertificateSigningRequest): subject and
+ * subjectAltName only, since the signer decides the usages.
+ */
+export async function createKeyAndRequest(dir: string, name: string, commonName: string, organizations: string[], sans: string[]): Promise<{key: string; request: string}> {
+  await ensurePrivateDir(dir)
+  const key = join(dir, `${name}.key`)
+  const csr = join(dir, `${name}.csr`)
+  const ext = sans.length > 0 ? ['-addext', `subjectAltName=${subjectAltName(sans)}`] : []
+  try {
+    await rm(key, {force: true})
+    await openssl(['req', '-new', '-nodes', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-keyout', key, '-out', csr, '-subj', subject(commonName, organizations), ...ext])
+    await chmod(key, 0o600)
+    return {key, request: await readFile(csr, 'utf8')}
+  } finally {
+    await rm(csr, {force: true})
+  }
 }
 
 /** An RSA key pair for signing service-account tokens. */

@@ -13,6 +13,7 @@ import type {ProviderFactory} from './provider/handler.js'
 import type {RelayOptions} from './relay/endpoint.js'
 import {parseQuantity} from './quantity.js'
 import type {AuthorizationMode} from './server/auth.js'
+import type {ServingCertMode} from './server/serving-csr.js'
 import type {KubeletSources} from './server/sources.js'
 import {TargetKubernetesVersion, VnodeVersion} from './version.js'
 
@@ -58,6 +59,10 @@ export interface EmulatorOptions extends KubeOptions {
   allowedNamespaces?: string[]
   /** Extra annotations on the Node (the walls it builds). */
   annotations?: Record<string, string>
+  /** Kubelet API: a serving certificate the cluster signs (a kubelet-serving CSR) or a self-signed one (`up --serving-cert`); default auto. */
+  servingCert?: ServingCertMode
+  /** How long to wait for the cluster to issue it (default: 5 s for auto, 60 s for csr). */
+  servingCertWaitMs?: number
   /** Where the API server reaches the kubelet API: direct, or through a relay pod (`up --relay`); default direct, unchecked. */
   relay?: RelayOptions
   /** What the kubelet API serves; until the pod core provides them, the node has no pods. */
@@ -67,7 +72,7 @@ export interface EmulatorOptions extends KubeOptions {
 /** How long stop() lets pods terminate at most (each within its own grace). */
 export const DefaultShutdownGraceSeconds = 30
 
-export type StartupStep = 'connect' | 'register' | 'relay' | 'ready'
+export type StartupStep = 'connect' | 'register' | 'cert' | 'relay' | 'ready'
 
 export interface EmulatorEvents {
   step: [step: StartupStep, detail: string]
@@ -126,8 +131,6 @@ export async function nodeSpecConfig(o: EmulatorOptions, server: string): Promis
     name: o.name,
     nodeIP: await chooseNodeIP(server, o.nodeIP),
     port: await kubeletPort(o.port),
-    // Behind a relay the API server must not dial this host's name first.
-    ...(o.relay?.mode === 'on' ? {hostnameAddress: false} : {}),
     labels: {
       type: 'virtual-kubelet',
       'kubernetes.io/role': 'agent',

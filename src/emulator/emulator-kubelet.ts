@@ -21,6 +21,8 @@ export interface KubeletWiring {
   provider: () => PodLifecycleHandler | undefined
   pods: () => V1Pod[]
   logs: ContainerLogs
+  /** Where the serving certificate's lines go. */
+  log: (line: string) => void
 }
 
 /**
@@ -52,6 +54,7 @@ export async function startKubeletServer(w: KubeletWiring): Promise<KubeletServe
     authorizationMode: o.authorizationMode ?? 'Webhook',
     clientCa: await loadClientCa(w.clients.kc, o.clientCaFile),
     reviewer: apiReviewer(w.clients.authentication, w.clients.authorization),
+    servingCert: {mode: o.servingCert ?? 'auto', api: w.clients.certificates, cluster: w.clients.server, waitMs: o.servingCertWaitMs, log: w.log},
     // exec and attach, when the runtime offers them.
     streaming: () => {
       const p = w.provider()

@@ -157,10 +157,8 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       this.emit('node', s)
       if (s.error) this.emit('error', s.error)
     })
-    const node = await this.nodeController.register(this.startAbort.signal)
-    if (stopped()) return
-    this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
-    this.kubeletServer = await startKubeletServer({
+    // The kubelet API starts beside the registration: its serving certificate (a CSR the cluster signs) needs no Node.
+    const serving = startKubeletServer({
       opts: this.opts,
       clients: this.clients,
       stateDir: this.stateDir,
@@ -168,7 +166,20 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       provider: () => this.provider,
       pods: () => this.pods(),
       logs: this.containerLogs,
+      log: (l) => this.emit('step', 'cert', l),
     })
+    // Handled here so a failure while the registration runs is not an unhandled rejection; awaited below.
+    serving.catch(() => undefined)
+    let node: V1Node
+    try {
+      node = await this.nodeController.register(this.startAbort.signal)
+    } catch (error) {
+      await serving.then((s) => s.stop()).catch(() => undefined)
+      throw error
+    }
+    this.kubeletServer = await serving
+    if (stopped()) return
+    this.emit('step', 'register', `node ${this.opts.name} registered (InternalIP ${config.nodeIP}, port ${config.port})`)
     void this.recorder.record(this.nodeController.ref, 'Normal', EventReason.StartingKubelet, 'Starting vnode.')
     this.lease = new LeaseController(
       this.clients.coordination,

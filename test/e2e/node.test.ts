@@ -62,6 +62,8 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     const internal = node.status?.addresses?.find((a) => a.type === 'InternalIP')?.address
     expect(internal).toBeDefined()
     expect(internal).not.toMatch(/^127\./)
+    // The IP only: no Hostname address, which the API server would dial first.
+    expect(node.status?.addresses).toEqual([{type: 'InternalIP', address: internal}])
     expect(node.status?.daemonEndpoints?.kubeletEndpoint?.Port).toBeGreaterThan(0)
     for (const type of ['MemoryPressure', 'DiskPressure', 'PIDPressure']) expect(condition(node, type)?.status).toBe('False')
     expect(condition(node, 'Ready')).toMatchObject({reason: 'KubeletReady', message: 'kubelet is posting ready status'})
@@ -76,6 +78,17 @@ describeE2e('node emulator: registration, heartbeat, status, exit', () => {
     )
     expect(events).toContain('NodeReady')
     expect(await p.stop()).toBe(0)
+  })
+
+  test('--node-ip is the InternalIP, the only address, and in the serving certificate', async () => {
+    const name = uniqueName('nodeip')
+    // An address nothing dials here: --relay off, so up does not ask the API server to reach it.
+    const p = startVnode(name, ['--node-ip', '192.0.2.77', '--relay', 'off'])
+    await p.ready()
+    expect((await readNode(name)).status?.addresses).toEqual([{type: 'InternalIP', address: '192.0.2.77'}])
+    expect((await p.waitForLine((l) => l.step === 'cert', 'the serving certificate line')).message).toMatch(/^serving certificate: issued by the cluster .* for .*192\.0\.2\.77/)
+    expect(await p.stop()).toBe(0)
+    await c.core.deleteNode({name}).catch(() => undefined)
   })
 
   test('out-of-band conditions and labels survive vnode status writes and a restart (three-way merge)', async () => {

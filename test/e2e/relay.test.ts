@@ -3,17 +3,22 @@ import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
 import {request as httpsRequest} from 'node:https'
 import {get} from 'node:http'
-import type {TLSSocket} from 'node:tls'
-import {join} from 'node:path'
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {connect as tlsConnect, type TLSSocket} from 'node:tls'
+import {dirname, join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from './relay-helpers.js'
+import {expectInteractiveShell} from './tty-exec.js'
 import {
   clients,
   type Clients,
+  clusterWithServices,
   createNamespace,
+  kubeconfigPath,
   deleteNamespace,
   describeHostE2e,
   kubectl,
+  runDir,
   startVnode,
   stopAllVnodes,
   testEnv,
@@ -67,6 +72,20 @@ function anonymous(host: string, port: number, path: string): Promise<{status: n
   })
 }
 
+/** Whether the certificate served at host:port verifies against the suite cluster's CA for that address (as an API server with --kubelet-certificate-authority checks it). */
+function verifiesAgainstClusterCa(host: string, port: number): Promise<string> {
+  const ca = readFileSync(join(dirname(kubeconfigPath()), 'pki', 'ca.crt'))
+  return new Promise((resolve, reject) => {
+    const s = tlsConnect({host, port, ca, rejectUnauthorized: false, timeout: 10_000})
+    s.once('secureConnect', () => {
+      resolve(s.authorized ? 'verified' : String(s.authorizationError))
+      s.destroy()
+    })
+    s.once('timeout', () => s.destroy(new Error('timeout')))
+    s.once('error', reject)
+  })
+}
+
 describeHostE2e('up --relay: the kubelet API through a relay pod on another node', () => {
   let c: Clients
   let host: VnodeProcess
@@ -87,6 +106,25 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     metadata: {name: podName, namespace: ns},
     spec: {nodeName: name, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers: [{name: podName, image: 'vnode/node', command}]},
   })
+  // A container with stdin (stdinOnce): what it reads, upper-cased, then a line when its stdin closes.
+  const upper: V1Pod = {
+    metadata: {name: 'upper', namespace: ns},
+    spec: {
+      nodeName: name,
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 2,
+      restartPolicy: 'Never',
+      containers: [
+        {
+          name: 'upper',
+          image: 'vnode/node',
+          stdin: true,
+          stdinOnce: true,
+          command: [NODE, '-e', `process.stdin.on('data',d=>process.stdout.write(String(d).toUpperCase()));process.stdin.on('end',()=>console.log('STDIN CLOSED'))`],
+        },
+      ],
+    },
+  }
 
   beforeAll(async () => {
     // Every test here is when(...) (or whenFirewalled, which needs more), on the same condition: skipped without it, failed under CI.
@@ -105,6 +143,7 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     const pods = [
       pod('app', [NODE, '-e', `process.on('SIGTERM',()=>process.exit(0));let i=0;setInterval(()=>console.log('tick '+(++i)),150)`]),
       pod('web', [NODE, '-e', `process.on('SIGTERM',()=>process.exit(0));require('http').createServer((q,s)=>s.end('hello from web '+q.url)).listen(${webPort},'127.0.0.1')`]),
+      upper,
     ]
     for (const p of pods) await c.core.createNamespacedPod({namespace: ns, body: p})
     for (const p of pods) {
@@ -162,6 +201,55 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     expect((await k('exec', 'app', '--', 'sh', '-c', 'exit 7')).exitCode).toBe(7)
   })
 
+  when(
+    'kubectl exec -it gets a terminal through the relay: a tty, job control, and the exit code',
+    async () => {
+      await expectInteractiveShell(kubectlBin(), ns, 'app')
+    },
+    60_000,
+  )
+
+  when('kubectl attach follows the output, and attach -i feeds a stdin container, through the relay', async () => {
+    const before = Math.max(...(await k('logs', 'app')).stdout.split('\n').map((l) => Number(l.split(' ')[1]) || 0))
+    const p = execa(kubectlBin(), ['-n', ns, 'attach', 'app'], {env: testEnv(), reject: false, buffer: false})
+    let out = ''
+    p.stdout!.on('data', (d: Buffer) => (out += d.toString()))
+    try {
+      const later = await waitFor(
+        () => {
+          const ticks = out.split('\n').flatMap((l) => (/^tick \d+$/.test(l) ? [Number(l.split(' ')[1])] : []))
+          return ticks.length >= 3 ? ticks : undefined
+        },
+        () => `three ticks through attach (${JSON.stringify(out)})`,
+        20_000,
+      )
+      // Written after attach joined, not the log replayed.
+      expect(Math.min(...later)).toBeGreaterThan(before)
+    } finally {
+      p.kill('SIGINT')
+      await p
+    }
+    const r = await kubectl(['-n', ns, 'attach', '-i', 'upper'], 'hello\nattached relay\n')
+    expect(r.exitCode).toBe(0)
+    expect(r.stdout).toContain('HELLO\nATTACHED RELAY\nSTDIN CLOSED')
+  })
+
+  when('kubectl cp copies a file into the pod and back out, through the relay', async () => {
+    const dir = mkdtempSync(join(runDir(), 'relay-cp-'))
+    const remote = `/tmp/${uniqueName('relay-cp')}`
+    try {
+      const content = `copied through the relay ${uniqueName('x')}\n`.repeat(2000)
+      writeFileSync(join(dir, 'in.txt'), content)
+      expect(await k('cp', join(dir, 'in.txt'), `app:${remote}`)).toMatchObject({exitCode: 0})
+      expect((await k('exec', 'app', '--', 'wc', '-c', remote)).stdout).toBe(`${Buffer.byteLength(content)} ${remote}`)
+      expect(await k('cp', `app:${remote}`, join(dir, 'out.txt'))).toMatchObject({exitCode: 0})
+      expect(readFileSync(join(dir, 'out.txt'), 'utf8')).toBe(content)
+    } finally {
+      await k('exec', 'app', '--', 'rm', '-f', remote)
+      rmSync(dir, {recursive: true, force: true})
+    }
+  })
+
   when('kubectl port-forward reaches the pod through the relay', async () => {
     const p = execa(kubectlBin(), ['-n', ns, 'port-forward', 'pod/web', `:${webPort}`], {env: testEnv(), reject: false, buffer: false})
     let out = ''
@@ -190,7 +278,14 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     expect(r.exitCode).toBe(0)
     const summary = JSON.parse(r.stdout) as {node: {nodeName: string}; pods: Array<{podRef: {name: string}}>}
     expect(summary.node.nodeName).toBe(name)
-    expect(summary.pods.map((p) => p.podRef.name).sort()).toEqual(['app', 'web'])
+    const names = summary.pods.map((p) => p.podRef.name)
+    expect(names).toEqual(expect.arrayContaining(['app', 'web']))
+    // upper has exited once attach -i closed its stdin.
+    expect(names.filter((n) => !['app', 'upper', 'web'].includes(n))).toEqual([])
+    // What metrics-server scrapes for kubectl top (that path end to end: the describe below).
+    const m = await kubectl(['get', '--raw', `/api/v1/nodes/${name}/proxy/metrics/resource`])
+    expect(m.exitCode).toBe(0)
+    expect(m.stdout).toMatch(new RegExp(`^container_cpu_usage_seconds_total\\{namespace="${ns}",pod="app",container="app"\\} \\d`, 'm'))
   })
 
   when('a request without credentials through the relay is refused by vnode (401), over TLS that names the relay IP', async () => {
@@ -199,6 +294,8 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     expect(r.status).toBe(401)
     expect(r.body).toBe('Unauthorized')
     expect(r.sans).toContain(`IP Address:${ip}`)
+    // The certificate the cluster signed (a kubelet-serving CSR) covers the relay's IP.
+    expect(await verifiesAgainstClusterCa(ip, relayPort)).toBe('verified')
   })
 
   when("kubectl vnode pods -o wide shows each pod's kubelet endpoint: the relay pod for the relayed node, direct for the other", async () => {
@@ -232,13 +329,16 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     }, 'the new relay pod with an IP')
     expect(after.metadata!.uid).not.toBe(before)
     expect(internalIP(await readNode())).toBe(after.status?.podIP)
+    // A new relay IP: a new certificate for it, signed by the cluster.
+    expect(await verifiesAgainstClusterCa(after.status!.podIP!, relayPort)).toBe('verified')
   })
 
   when('--relay auto on the loopback cluster stays direct: the API server reaches the node', async () => {
     const line = host.lines.find((l) => l.step === 'relay')
     expect(line?.message).toMatch(/^kubelet endpoint: direct at \S+:\d+: the API server reaches it \(the kubelet API answered 200\)$/)
     const n = await c.core.readNode({name: hostName})
-    expect(n.status?.addresses?.map((a) => a.type)).toEqual(['InternalIP', 'Hostname'])
+    // Direct nodes publish their IP only too: no Hostname address the API server would dial first.
+    expect(n.status?.addresses?.map((a) => a.type)).toEqual(['InternalIP'])
     expect(n.metadata?.annotations?.['vnode.dev/relay']).toBeUndefined()
   })
 
@@ -292,4 +392,72 @@ describeHostE2e('up --relay: the kubelet API through a relay pod on another node
     await expect(c.core.readNamespacedPod({name: relayPod, namespace: relayNs})).rejects.toMatchObject({code: 404})
     await expect(c.core.readNamespacedConfigMap({name: relayPod, namespace: relayNs})).rejects.toMatchObject({code: 404})
   })
+})
+
+/**
+ * `kubectl top pod` of a relayed node, on a cluster of this describe's own
+ * with its services (the suite's cluster has no metrics-server):
+ * metrics-server scrapes the node at its published InternalIP and port,
+ * which are the relay pod's, so every reading came through the relay.
+ */
+describeHostE2e('up --relay: kubectl top pod through the relay', () => {
+  const relayHost = uniqueName('top-host')
+  // The fixture's node hosts the relay pod (labelled for its selector, untainted so the scheduler may place it there).
+  const f = python && hasBwrap ? clusterWithServices('relaytop', ['--sandbox', 'namespaces', '--no-default-taint', '--label', `relay-host=${relayHost}`]) : undefined
+  const relayed = uniqueName('top-relayed')
+  const relayNs = uniqueName('vnode-system')
+
+  afterAll(async () => {
+    await stopAllVnodes()
+    await f?.c?.core.deleteNamespace({name: relayNs}).catch(() => undefined)
+    await f?.c?.core.deleteNode({name: relayed}).catch(() => undefined)
+  }, 60_000)
+
+  when(
+    'metrics-server scrapes the relayed node through the relay pod, and kubectl top pod lists its pod',
+    async () => {
+      const {c, ns} = f!
+      const node = startVnode(relayed, relayFlags(relayNs, await freePort(), await freePort('127.0.0.1'), relayHost))
+      await node.ready(120_000)
+      const relay = await c.core.readNamespacedPod({name: `vnode-relay-${relayed}`, namespace: relayNs})
+      const published = await c.core.readNode({name: relayed})
+      expect(published.status?.addresses).toEqual([{type: 'InternalIP', address: relay.status?.podIP}])
+      const burn = `process.on('SIGTERM',()=>process.exit(0));setInterval(()=>{let x=0;for(let i=0;i<2e5;i++)x+=i},100)`
+      await c.core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: {name: 'busy'},
+          spec: {nodeName: relayed, automountServiceAccountToken: false, terminationGracePeriodSeconds: 2, containers: [{name: 'busy', image: 'vnode/node', command: [NODE, '-e', burn]}]},
+        },
+      })
+      let last = ''
+      // metrics-server reports a pod after two scrapes of its node (--metric-resolution=15s), once its APIService is Available.
+      const top = await waitFor(
+        async () => {
+          const r = await kubectl(['top', 'pod', '-n', ns, '--no-headers'])
+          last = r.stdout + r.stderr
+          return r.exitCode === 0 && /^busy\s/m.test(r.stdout) ? r.stdout : undefined
+        },
+        () => `kubectl top pod to list busy (last: ${last})`,
+        180_000,
+        2000,
+      )
+      expect(top).toMatch(/^busy\s+\d+m\s+\d+Mi\s*$/m)
+      const nodeTop = await waitFor(
+        async () => {
+          const r = await kubectl(['top', 'node', relayed, '--no-headers'])
+          last = r.stdout + r.stderr
+          return r.exitCode === 0 ? r.stdout : undefined
+        },
+        () => `kubectl top node (last: ${last})`,
+        60_000,
+        2000,
+      )
+      expect(nodeTop).toMatch(new RegExp(`^${relayed}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
+      // The node's own kubelet port took none of it: it listens on loopback only.
+      const kubeletPort = Number(/port (\d+)\)/.exec(node.lines.find((l) => l.step === 'register')!.message)![1])
+      expect(await dial(relay.status!.podIP!, kubeletPort)).toBe('ECONNREFUSED')
+    },
+    300_000,
+  )
 })

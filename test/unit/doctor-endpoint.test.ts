@@ -56,6 +56,12 @@ describe("doctor's row per node: the failure the API server's answer names, and 
     expect(r.fix?.command).toBe('kubectl logs --insecure-skip-tls-verify-backend <pod>')
   })
 
+  test('the reach check marks a refused certificate as untrusted (up stays direct: a relay carries the same TLS), and nothing else', () => {
+    const x509 = 'error trying to reach service: tls: failed to verify certificate: x509: certificate signed by unknown authority'
+    expect(judge(500, apiStatus(500, x509))).toEqual({reachable: false, status: 500, why: x509, untrusted: true})
+    expect(judge(503, apiStatus(503, 'error trying to reach service: dial tcp 192.0.2.2:10250: connect: connection refused')).untrusted).toBeUndefined()
+  })
+
   test("k3s's egress tunnel: 502 for a node it does not know", () => {
     const r = endpointCheck(node(502, apiStatus(502, 'error dialing backend: failed to find Session for client vnode-laptop')))
     expect(r.why).toMatch(/^the API server's egress tunnel answered 502 \(Bad Gateway\)/)

@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1NodeStatus} from '@kubernetes/client-node'
-import type {HostReading} from '../../src/emulator/node/host.js'
-import {buildConditions, comparable, pressureFrom, threeWayStatusPatch, LastAppliedStatusAnnotation} from '../../src/emulator/node/node-status.js'
+import type {HostIdentity, HostReading} from '../../src/emulator/node/host.js'
+import {buildConditions, buildStatus, comparable, type NodeSpecConfig, pressureFrom, threeWayStatusPatch, LastAppliedStatusAnnotation} from '../../src/emulator/node/node-status.js'
 
 const reading: HostReading = {
   cpuCores: 2,
@@ -25,6 +25,31 @@ describe('pressure conditions use the kubelet hard eviction thresholds', () => {
   test('fewer than 10% of pid_max left is PID pressure', () => {
     expect(pressureFrom({...reading, processes: 30_000}).PIDPressure).toBe(true)
     expect(pressureFrom(reading).PIDPressure).toBe(false)
+  })
+})
+
+describe('addresses', () => {
+  const identity: HostIdentity = {hostname: 'laptop', machineID: 'm', bootID: 'b', systemUUID: 'u', kernelVersion: 'k', osImage: 'o', operatingSystem: 'linux', architecture: 'amd64'}
+  const cfg: NodeSpecConfig = {name: 'n1', nodeIP: '192.0.2.7', port: 10250, labels: {}, taints: [], pods: 110, kubeletVersion: 'v1', runtimeVersion: 'vnode://1'}
+  const values = {MemoryPressure: false, DiskPressure: false, PIDPressure: false, Ready: true}
+
+  test("the node IP only: no Hostname address (the API server would dial this host's name first)", () => {
+    expect(buildStatus(reading, identity, cfg, values, undefined, new Date()).addresses).toEqual([{type: 'InternalIP', address: '192.0.2.7'}])
+  })
+
+  test('a Hostname address an earlier run published is deleted by the next status write', () => {
+    const desired = buildStatus(reading, identity, cfg, values, undefined, new Date())
+    const last: V1NodeStatus = {
+      addresses: [
+        {type: 'InternalIP', address: '192.0.2.7'},
+        {type: 'Hostname', address: 'laptop'},
+      ],
+    }
+    const patch = threeWayStatusPatch(last, desired) as {status: {addresses: unknown[]}}
+    expect(patch.status.addresses).toEqual([
+      {type: 'InternalIP', address: '192.0.2.7'},
+      {type: 'Hostname', $patch: 'delete'},
+    ])
   })
 })
 

@@ -150,6 +150,8 @@ export interface KubeClients {
   authorization: k8s.AuthorizationV1Api
   /** The server's version: the first request, that proves it answers. */
   version: k8s.VersionApi
+  /** CertificateSigningRequests, for a cluster-signed serving certificate. */
+  certificates: k8s.CertificatesV1Api
   server: string
   counter: RequestCounter
   /** Closes the connections kept open to the API server. */
@@ -233,6 +235,7 @@ export async function makeClients(opts: KubeOptions): Promise<KubeClients> {
     authentication: new lib.AuthenticationV1Api(config),
     authorization: new lib.AuthorizationV1Api(config),
     version: new lib.VersionApi(heartbeat),
+    certificates: new lib.CertificatesV1Api(config),
     server,
     counter,
     close: () => auth.close(),

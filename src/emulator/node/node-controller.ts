@@ -103,7 +103,7 @@ export class NodeController extends EventEmitter {
   }
 
   /** Where the API server reaches the kubelet API from now on (a relay's pod IP and port); the next status write publishes it. */
-  setEndpoint(endpoint: Pick<NodeSpecConfig, 'nodeIP' | 'port' | 'hostnameAddress'>): void {
+  setEndpoint(endpoint: Pick<NodeSpecConfig, 'nodeIP' | 'port'>): void {
     Object.assign(this.config, endpoint)
   }
 

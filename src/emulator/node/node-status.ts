@@ -18,8 +18,6 @@ export interface NodeSpecConfig {
   name: string
   nodeIP: string
   port: number
-  /** Publish the host's name as a Hostname address (default true; false behind a relay, where the API server would dial it first). */
-  hostnameAddress?: boolean
   labels: Record<string, string>
   /** Annotations vnode owns on its Node (the walls it builds), kept in line on each registration. */
   annotations?: Record<string, string>
@@ -122,7 +120,9 @@ export function buildStatus(reading: HostReading, identity: HostIdentity, cfg: N
   return {
     ...buildResources(reading, cfg),
     conditions: buildConditions(values, previous, now),
-    addresses: [{type: 'InternalIP', address: cfg.nodeIP}, ...(cfg.hostnameAddress === false ? [] : [{type: 'Hostname', address: identity.hostname}])],
+    // An IP address only: the API server dials a Hostname address first (--kubelet-preferred-address-types'
+    // default), and a workstation's name rarely resolves from a cluster. A Hostname an earlier run published is deleted.
+    addresses: [{type: 'InternalIP', address: cfg.nodeIP}],
     daemonEndpoints: {kubeletEndpoint: {Port: cfg.port}},
     nodeInfo: {
       machineID: identity.machineID,

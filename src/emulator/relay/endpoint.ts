@@ -52,9 +52,15 @@ export async function startKubeletEndpoint(o: RelayOptions, p: EndpointParts): P
   }
   if (o.mode === 'off') return direct(' (--relay off)')
   if (o.mode === 'auto') {
-    const reach = await checkNodeReachable(p.clients.kc, p.nodeName)
+    let reach = await checkNodeReachable(p.clients.kc, p.nodeName)
+    // The API server refused the self-signed certificate served while the cluster's was asked for: ask again once it is settled.
+    if (reach.untrusted && (await p.kubeletServer.servingSettled())?.signedBy === 'cluster') reach = await checkNodeReachable(p.clients.kc, p.nodeName)
     if (reach.reachable) return direct(`: the API server reaches it (${reach.why})`)
     if (reach.unknown) return direct(`: cannot tell whether the API server reaches it (${reach.why}); --relay on uses a relay`)
+    if (reach.untrusted)
+      return direct(
+        `: the API server reaches it but refuses its serving certificate (${reach.why}); a relay carries the same TLS, so it stays direct: --serving-cert auto or csr where the cluster issues kubelet-serving certificates, else kubectl logs --insecure-skip-tls-verify-backend`,
+      )
     p.log(`kubelet endpoint: relay: the API server cannot reach ${here} (${reach.why})`)
   } else p.log('kubelet endpoint: relay (--relay on)')
   const port = o.port ?? DefaultRelayPort
@@ -87,7 +93,7 @@ export async function startKubeletEndpoint(o: RelayOptions, p: EndpointParts): P
 /** The node published at the relay: its IP as InternalIP (no Hostname), its port, in the serving certificate. */
 async function publish(p: EndpointParts, relay: NodeRelay, ip: string, port: number): Promise<void> {
   await p.kubeletServer.addSans([ip])
-  p.nodeController.setEndpoint({nodeIP: ip, port, hostnameAddress: false})
+  p.nodeController.setEndpoint({nodeIP: ip, port})
   await annotate(p, relay.ref)
   await p.nodeController.syncStatus(true)
   p.log(`kubelet endpoint: ${ip}:${port} through the relay ${relay.ref}`)

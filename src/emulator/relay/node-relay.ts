@@ -131,8 +131,9 @@ export class NodeRelay {
         await this.deps.core.createNamespacedPod({namespace: this.spec.namespace, body})
         return
       } catch (error) {
-        // The pod deleted a moment ago is still there: wait until it is gone.
-        if (!isAlreadyExists(error) || Date.now() > deadline || this.abort.signal.aborted) throw error
+        // The pod deleted a moment ago is still there: wait until it is gone. A namespace just made has no
+        // default ServiceAccount for a moment, and admission refuses pods until the controller makes it.
+        if (!(isAlreadyExists(error) || serviceAccountPending(error)) || Date.now() > deadline || this.abort.signal.aborted) throw error
         await sleep(500)
       }
     }
@@ -242,4 +243,12 @@ function podProblem(pod: V1Pod | undefined): string {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms))
+}
+
+/** 403 from the ServiceAccount admission plugin: the namespace's default ServiceAccount is not made yet. */
+export function serviceAccountPending(error: unknown): boolean {
+  if (statusCode(error) !== 403) return false
+  const e = error as {body?: unknown; message?: string}
+  const text = typeof e.body === 'string' ? e.body : JSON.stringify(e.body ?? e.message ?? '')
+  return /error looking up service account [^:]+: serviceaccount .* not found/.test(text)
 }

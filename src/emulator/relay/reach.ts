@@ -15,6 +15,8 @@ export interface Reach {
   unknown?: boolean
   /** The HTTP status of the answer, when there was one. */
   status?: number
+  /** The API server dialled the kubelet port and refused its serving certificate: a relay, carrying the same TLS, would not help. */
+  untrusted?: boolean
 }
 
 export const DefaultReachTimeoutMs = 10_000
@@ -65,5 +67,6 @@ export function judge(status: number, body: string): Reach {
   if (!apiStatus) return {reachable: true, status, why: `the kubelet API answered ${status}${status === 200 ? '' : ` (${body.trim().slice(0, 80)})`}`}
   const message = (apiStatus.message ?? '').trim()
   if (status === 403 || status === 401) return {reachable: false, status, why: `the API server refused the check: ${message || status}`, unknown: true}
+  if (/x509: |tls: failed to verify certificate/.test(message)) return {reachable: false, status, why: message, untrusted: true}
   return {reachable: false, status, why: message || `the API server answered ${status}`}
 }
