@@ -2,7 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
 import {appendFileSync, mkdirSync, readFileSync, writeFileSync} from 'node:fs'
-import {join} from 'node:path'
+import {dirname, join} from 'node:path'
 import {Emulator} from '../../src/emulator/emulator.js'
 import {containerLogFile, formatCriLine} from '../../src/emulator/runtime/logs/layout.js'
 import {CriContainerLogs} from '../../src/emulator/runtime/logs/container-logs.js'
@@ -209,8 +209,10 @@ describeE2e('kubelet API: kubectl logs, node proxy, stats and metrics with authn
   })
 
   test('authentication and authorization on the node port', async () => {
-    const ca = readFileSync(join(stateDir, 'pki', 'ca.crt'))
-    // No credentials: 401. The serving certificate is the node's, signed by its own CA.
+    // The serving certificate is the node's: self-signed (its own CA) at first, the cluster's once the
+    // cluster issues the node's kubelet-serving CSR (--serving-cert auto); either is trusted here.
+    const ca = [readFileSync(join(stateDir, 'pki', 'ca.crt')), readFileSync(join(dirname(kubeconfigPath()), 'pki', 'ca.crt'))]
+    // No credentials: 401.
     const anon = await direct(port, '/pods', {ca})
     expect(anon).toMatchObject({status: 401, body: 'Unauthorized'})
     expect(anon.peer.subject.CN).toBe(`system:node:${name}`)

@@ -8,7 +8,7 @@ export interface DirectResult {
 }
 
 /** A request straight to a node's kubelet port, bypassing the API server. */
-export function direct(port: number, path: string, opts: {cert?: Buffer | string; key?: Buffer | string; token?: string; ca?: Buffer} = {}): Promise<DirectResult> {
+export function direct(port: number, path: string, opts: {cert?: Buffer | string; key?: Buffer | string; token?: string; ca?: Buffer | Buffer[]} = {}): Promise<DirectResult> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
