@@ -1,4 +1,3 @@
-import {X509Certificate} from 'node:crypto'
 import type {IncomingMessage, ServerResponse} from 'node:http'
 import {createServer, type Server} from 'node:https'
 import type {AddressInfo, Socket} from 'node:net'
@@ -8,8 +7,7 @@ import {type AuthorizationMode, KubeletAuth, type Reviewer} from './auth.js'
 import {NoContainerLogs} from '../provider/logs.js'
 import {type NodeUsage, readNodeUsage} from './node-usage.js'
 import {defaultRunningCheck, type KubeletSources} from './sources.js'
-import {DefaultServingRenewBeforeMs, ensureServingCert} from './serving-cert.js'
-import {type CsrApi, DefaultAutoCsrWaitMs, DefaultCsrWaitMs, keptClusterCert, KubeletServingSigner, requestServingCert, type ServingCertMode} from './serving-csr.js'
+import {type ServedCert, ServingCerts, type ServingCertSource} from './serving-certs.js'
 import {send, sendWith} from './routes/respond.js'
 import type {RouteContext} from './routes/route.js'
 import {findRoute} from './routes/table.js'
@@ -51,24 +49,6 @@ export interface KubeletServerOptions {
   servingCert?: ServingCertSource
 }
 
-export interface ServingCertSource {
-  /** auto: a cluster-signed one when the cluster issues it within waitMs, else self-signed; csr: cluster-signed or an error. */
-  mode: ServingCertMode
-  api?: CsrApi
-  /** The cluster's API server URL: a kept certificate is used again only for the cluster that issued it. */
-  cluster?: string
-  waitMs?: number
-  /** One line per certificate served, and why. */
-  log?: (line: string) => void
-}
-
-/** The certificate served, and who signed it. */
-export interface ServedCert {
-  cert: Buffer
-  key: Buffer
-  signedBy: 'self' | 'cluster'
-}
-
 export class KubeletServer {
   private server?: Server
   private readonly auth: KubeletAuth
@@ -76,13 +56,10 @@ export class KubeletServer {
   private readonly follows = new Set<AbortController>()
   private readonly sessions = new Set<Cuttable>()
   private readonly context: RouteContext
-  private renewal?: NodeJS.Timeout
-  /** The cluster-signed certificate asked for in the background at start (auto), until it is served or given up. */
-  private pending?: Promise<void>
-  private readonly stopping = new AbortController()
-  cert?: ServedCert
+  private readonly certs: ServingCerts
 
   constructor(private readonly opts: KubeletServerOptions) {
+    this.certs = new ServingCerts({stateDir: opts.stateDir, nodeName: opts.nodeName, source: opts.servingCert, onServe: (c) => this.serve(c)})
     this.auth = new KubeletAuth({
       nodeName: opts.nodeName,
       anonymousAuth: opts.anonymousAuth,
@@ -123,7 +100,7 @@ export class KubeletServer {
   }
 
   async start(): Promise<void> {
-    const served = await this.firstCert(this.opts.sans)
+    const served = await this.certs.first(this.opts.sans)
     const server = createServer(
       {
         key: served.key,
@@ -152,7 +129,7 @@ export class KubeletServer {
     server.on('error', () => undefined)
     this.server = server
     // The cluster's certificate came while the server was made: served from now on.
-    if (this.cert && this.cert !== served) this.serve(this.cert)
+    if (this.certs.current && this.certs.current !== served) this.serve(this.certs.current)
   }
 
   /** Covers more names or addresses (a relay's IP): the certificate is issued again and served to new connections. */
@@ -160,104 +137,27 @@ export class KubeletServer {
     const all = [...new Set([...this.opts.sans, ...sans])]
     if (all.length === this.opts.sans.length) return
     this.opts.sans = all
-    this.serve(await this.servingCert(all))
-  }
-
-  /**
-   * The certificate to listen with. auto without a kept cluster-signed one:
-   * the self-signed one at once, and the cluster's served once issued (as the
-   * kubelet's certificate manager does), so a slow or silent signer never
-   * delays the node. csr waits for the cluster's; self-signed never asks.
-   */
-  private async firstCert(sans: string[]): Promise<ServedCert> {
-    const source = this.opts.servingCert
-    if (source?.mode !== 'auto' || !source.api) return (this.cert = await this.servingCert(sans))
-    const kept = await this.keptCert(sans)
-    if (kept) return (this.cert = kept)
-    // Set before the cluster is asked, so the cluster's, when it comes, is never replaced by it.
-    const own = (this.cert = await this.selfSigned(sans))
-    this.pending = this.servingCert(sans, false).then(
-      (c) => {
-        if (c.signedBy === 'cluster' && this.opts.sans === sans && !this.stopping.signal.aborted) this.serve(c)
-      },
-      () => undefined,
-    )
-    return own
+    await this.certs.cover(all)
   }
 
   /** The certificate served once what start asked of the cluster is settled (at once when nothing is pending). */
   async servingSettled(): Promise<ServedCert | undefined> {
-    await this.pending
-    return this.cert
+    await this.certs.settled()
+    return this.certs.current
+  }
+
+  /** The certificate served now. */
+  get cert(): ServedCert | undefined {
+    return this.certs.current
   }
 
   private serve(cert: ServedCert): void {
-    this.cert = cert
     this.server?.setSecureContext({key: cert.key, cert: cert.cert, minVersion: 'TLSv1.2', ...(this.opts.clientCa ? {ca: this.opts.clientCa} : {})})
-  }
-
-  /**
-   * The certificate for these names: the cluster-signed one kept or newly
-   * issued (auto, csr), else the self-signed one, with one line saying which
-   * and why. A cluster-signed one is renewed before it expires.
-   */
-  private async servingCert(sans: string[], useKept = true): Promise<ServedCert> {
-    const source = this.opts.servingCert ?? {mode: 'self-signed'}
-    const log = source.log ?? (() => undefined)
-    if (source.mode !== 'self-signed' && source.api) {
-      const kept = useKept ? await this.keptCert(sans) : undefined
-      if (kept) return kept
-      const waitMs = source.waitMs ?? (source.mode === 'csr' ? DefaultCsrWaitMs : DefaultAutoCsrWaitMs)
-      const signal = this.stopping.signal
-      const r = await requestServingCert({api: source.api, cluster: source.cluster ?? '', stateDir: this.opts.stateDir, nodeName: this.opts.nodeName, sans, waitMs, log, signal}).catch(
-        (e: Error): {ok: false; why: string} => ({
-          ok: false,
-          why: `cannot request it: ${e.message}`,
-        }),
-      )
-      if (signal.aborted) return this.selfSigned(sans)
-      if (r.ok) {
-        log(`serving certificate: issued by the cluster (CSR ${r.csrName}, signer ${KubeletServingSigner}) for ${sans.join(', ')}`)
-        this.renewAt(Date.parse(new X509Certificate(r.cert).validTo), sans)
-        return {cert: r.cert, key: r.key, signedBy: 'cluster'}
-      }
-      if (source.mode === 'csr') throw new UserError(`serving certificate: ${r.why} (--serving-cert auto would serve a self-signed one instead)`)
-      log(`serving certificate: self-signed: ${r.why}; an API server that verifies kubelet certificates refuses it, and only kubectl logs --insecure-skip-tls-verify-backend gets through`)
-    }
-    return this.selfSigned(sans)
-  }
-
-  private async selfSigned(sans: string[]): Promise<ServedCert> {
-    const own = await ensureServingCert(this.opts.stateDir, this.opts.nodeName, sans)
-    return {cert: own.cert, key: own.key, signedBy: 'self'}
-  }
-
-  /** The cluster-signed certificate kept from an earlier run, when it covers these names and is not due for renewal. */
-  private async keptCert(sans: string[]): Promise<ServedCert | undefined> {
-    const kept = await keptClusterCert(this.opts.stateDir, this.opts.servingCert?.cluster ?? '', sans, DefaultServingRenewBeforeMs)
-    if (!kept) return undefined
-    this.renewAt(kept.validTo, sans)
-    return {cert: kept.cert, key: kept.key, signedBy: 'cluster'}
-  }
-
-  /** Asks again for the names served once the certificate is within its renewal window. */
-  private renewAt(validTo: number, sans: string[]): void {
-    clearTimeout(this.renewal)
-    const delay = Math.min(Math.max(validTo - DefaultServingRenewBeforeMs - Date.now(), 60_000), 2 ** 31 - 1)
-    this.renewal = setTimeout(() => {
-      if (!this.server || this.opts.sans.length !== sans.length) return
-      void this.servingCert(sans)
-        .then((c) => this.server && this.serve(c))
-        .catch((e: Error) => this.opts.servingCert?.log?.(`serving certificate: cannot renew it: ${e.message}`))
-    }, delay)
-    this.renewal.unref()
   }
 
   /** Ends log streams, closes every connection, and stops listening. */
   async stop(): Promise<void> {
-    clearTimeout(this.renewal)
-    this.stopping.abort()
-    await this.pending
+    await this.certs.stop()
     for (const s of this.follows) s.abort()
     for (const s of this.sessions) s.destroy()
     const server = this.server
