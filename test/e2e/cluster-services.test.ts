@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {isAlive} from '../../src/cluster/process.js'
 import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../src/common/host-firewall.js'
 import {freePort} from '../../src/common/ports.js'
-import {type Clients, clusterWithServices, describeHostE2e, kubectl, NODE, stopAllVnodes, testWhen, vnode, waitFor} from './helpers.js'
+import {type Clients, clusterWithServices, describeHostE2e, kubectl, NODE, stopAllVnodes, testWhen, topNode, vnode, waitFor} from './helpers.js'
 import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice, unusedAddress} from './network-helpers.js'
 import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 
@@ -80,16 +80,7 @@ describeHostE2e('cluster services: kubectl top, kube-proxy, CoreDNS and the serv
       2000,
     )
     for (const line of top.trim().split('\n')) expect(line).toMatch(/^top-[ab]\s+\d+m\s+\d+Mi\s*$/)
-    const nodeTop = await waitFor(
-      async () => {
-        const r = await kubectl(['top', 'node', node, '--no-headers'])
-        last = r.stdout + r.stderr
-        return r.exitCode === 0 ? r.stdout : undefined
-      },
-      () => `kubectl top node (last: ${last})`,
-      60_000,
-      2000,
-    )
+    const nodeTop = await topNode(node)
     expect(nodeTop).toMatch(new RegExp(`^${node}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
   }, 300_000)
 

@@ -52,6 +52,21 @@ export function runDir(): string {
   return process.env[E2eEnv.dir]!
 }
 
+/** `kubectl top node NAME --no-headers`, once metrics-server has two scrapes of the node. */
+export async function topNode(name: string, timeoutMs = 60_000): Promise<string> {
+  let last = ''
+  return waitFor(
+    async () => {
+      const r = await kubectl(['top', 'node', name, '--no-headers'])
+      last = r.stdout + r.stderr
+      return r.exitCode === 0 ? r.stdout : undefined
+    },
+    () => `kubectl top node (last: ${last})`,
+    timeoutMs,
+    2000,
+  )
+}
+
 /** A DNS-1123 name unique to this run. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(3).toString('hex')}`

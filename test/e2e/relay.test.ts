@@ -23,6 +23,7 @@ import {
   stopAllVnodes,
   testEnv,
   testWhen,
+  topNode,
   uniqueName,
   vnode,
   type VnodeProcess,
@@ -443,16 +444,7 @@ describeHostE2e('up --relay: kubectl top pod through the relay', () => {
         2000,
       )
       expect(top).toMatch(/^busy\s+\d+m\s+\d+Mi\s*$/m)
-      const nodeTop = await waitFor(
-        async () => {
-          const r = await kubectl(['top', 'node', relayed, '--no-headers'])
-          last = r.stdout + r.stderr
-          return r.exitCode === 0 ? r.stdout : undefined
-        },
-        () => `kubectl top node (last: ${last})`,
-        60_000,
-        2000,
-      )
+      const nodeTop = await topNode(relayed)
       expect(nodeTop).toMatch(new RegExp(`^${relayed}\\s+\\d+m\\s+\\d+%\\s+\\d+Mi\\s+\\d+%`))
       // The node's own kubelet port took none of it: it listens on loopback only.
       const kubeletPort = Number(/port (\d+)\)/.exec(node.lines.find((l) => l.step === 'register')!.message)![1])
