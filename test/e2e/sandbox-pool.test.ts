@@ -3,10 +3,8 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {existsSync, readFileSync, readdirSync} from 'node:fs'
 import {join} from 'node:path'
 import {execa} from 'execa'
-import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'
-import {nodeRootName} from '../../src/emulator/runtime/cgroups/layout.js'
 import {bridgeName} from '../../src/emulator/runtime/network/config.js'
-import {listNetns, NetnsDir} from '../../src/emulator/runtime/network/netns.js'
+import {listNetns} from '../../src/emulator/runtime/network/netns.js'
 import {PoolNetnsPrefix} from '../../src/emulator/runtime/network/pool-entries.js'
 import {
   clients,
@@ -24,51 +22,13 @@ import {
   waitFor,
 } from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, waitPod} from './faults-helpers.js'
-import {isRoot, links, natRules} from './network-helpers.js'
+import {isRoot, links} from './network-helpers.js'
+import {expectNothingLeft, netnsMounts, podNetns, poolMetrics, poolRecords} from './pool-helpers.js'
 
 /** The pool's size for this file: a floor of 1 and a cap of 3, so a burst of 6 is larger than it. */
 const Floor = 1
 const Cap = 3
 const Burst = 6
-
-interface PoolRecord {
-  id: string
-  netns: string
-  state: string
-}
-
-/** The pool's records in the node's state dir. */
-function poolRecords(node: VnodeProcess): PoolRecord[] {
-  const dir = join(node.stateDir, 'network', 'pool')
-  if (!existsSync(dir)) return []
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.json'))
-    .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as PoolRecord)
-}
-
-/** The namespace the pod's network record names (a pool entry's, or one named after the pod). */
-function podNetns(node: VnodeProcess, uid: string): string | undefined {
-  const file = join(node.stateDir, 'network', 'pods', `${uid}.json`)
-  return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as {netns: string}).netns : undefined
-}
-
-/** The node's /metrics through the API server's node proxy, as a scraper reads it. */
-async function poolMetrics(node: string): Promise<Record<string, number>> {
-  const r = await kubectl(['get', '--raw', `/api/v1/nodes/${node}/proxy/metrics`])
-  if (r.exitCode !== 0) throw new Error(`/metrics: ${r.stderr}`)
-  const out: Record<string, number> = {}
-  for (const line of r.stdout.split('\n')) {
-    const m = /^(vnode_sandbox_pool_\w+)(?:\{(\w+)="(\w+)"\})? (\S+)/.exec(line)
-    if (m) out[m[2] ? `${m[1]}:${m[3]}` : m[1]] = Number(m[4])
-  }
-  return out
-}
-
-/** Mount points under /run/netns (the namespaces' bind mounts) with this name. */
-function netnsMounts(names: string[]): string[] {
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
-  return names.filter((n) => mounts.some((m) => m.split(' ')[4] === join(NetnsDir, n)))
-}
 
 const sleeper = (marker: string) => nodeContainer('main', `/*${marker}*/setInterval(() => {}, 1000)`)
 
@@ -250,20 +210,7 @@ describeHostE2e('the warm pool of pod network sandboxes', () => {
       expect(await vnode.stop()).toBe(0)
       const names = [...poolNetnsSeen, ...podNetnsSeen]
       expect(names.length).toBeGreaterThan(Burst)
-      const left = await listNetns('vnode-')
-      expect(names.filter((n) => left.includes(n))).toEqual([])
-      const ipNetns = String((await execa('ip', ['netns', 'list'], {reject: false})).stdout)
-      expect(names.filter((n) => ipNetns.includes(n))).toEqual([])
-      expect(netnsMounts(names)).toEqual([])
-      expect(await links()).not.toContain(bridge)
-      expect((await links()).filter((l) => veths.includes(l))).toEqual([])
-      // host-local's leases, the pods' and the pool's records.
-      expect(existsSync(join(vnode.stateDir, 'network'))).toBe(false)
-      expect(await natRules()).not.toContain('CNI-HOSTPORT')
-      const cg = detectCgroups('auto')
-      const rootName = nodeRootName(node, vnode.stateDir)
-      const roots = cg.mode === 'v2' ? [join(cg.v2Dir!, rootName)] : cg.mode === 'v1' ? [...new Set(cg.v1Dirs!.values())].map((d) => join(d, rootName)) : []
-      for (const r of roots) expect(existsSync(r)).toBe(false)
+      await expectNothingLeft(vnode, node, names, veths)
     },
     150_000,
   )
