@@ -97,7 +97,7 @@ async function relayFacts(session: Session, namespace: string): Promise<RelayFac
 
 /** The nodes named, else every Ready vnode node: each one's published endpoint, and whether the API server reaches it. */
 async function nodeEndpoints(session: Session, names: string[]): Promise<NodeEndpointFacts[]> {
-  const {NodeMarkerLabel, RelayAnnotation} = await import('../common/labels.js')
+  const {NodeMarkerLabel, RelayAnnotation, ServingCertAnnotation} = await import('../common/labels.js')
   const {checkNodeReachable} = await import('../emulator/relay/reach.js')
   const nodes = names.length
     ? await Promise.all(
@@ -118,7 +118,7 @@ async function nodeEndpoints(session: Session, names: string[]): Promise<NodeEnd
       const hostname = addresses.find((a) => a.type === 'Hostname' && a.address !== address)?.address
       const port = n.status?.daemonEndpoints?.kubeletEndpoint?.Port
       const reach = await checkNodeReachable(session.kc, name)
-      return {name, relay: n.metadata?.annotations?.[RelayAnnotation], address, port, hostname, reach}
+      return {name, relay: n.metadata?.annotations?.[RelayAnnotation], address, port, hostname, reach, servingCert: n.metadata?.annotations?.[ServingCertAnnotation]}
     }),
   )
 }

@@ -22,6 +22,8 @@ export interface NodeEndpointFacts {
   hostname?: string
   /** What the API server answered when asked to reach it (GET nodes/<node>/proxy/healthz). */
   reach: Reach
+  /** Which serving certificate the node says it serves (its vnode.dev/serving-cert annotation): `cluster`, or `self-signed: <why>`. */
+  servingCert?: string
 }
 
 export interface RelayFacts {
@@ -83,12 +85,7 @@ export function endpointCheck(n: NodeEndpointFacts): DoctorCheck {
   if (n.reach.reachable) return {...base, verdict: 'ok', why: `the API server reaches its kubelet API at ${at}${n.relay ? ` through the relay ${n.relay}` : ' directly'}`}
   const failed = (why: string, fix: DoctorCheck['fix']): DoctorCheck => ({...base, verdict: 'missing', why, cost: EndpointCost, fix})
   const message = n.reach.why
-  if (/x509|certificate|tls: /i.test(message)) {
-    return failed(`the API server verifies kubelet serving certificates (--kubelet-certificate-authority) and rejects the node's: ${message}`, {
-      text: "the node's serving certificate is self-signed: up --serving-cert auto (the default) or csr gets one the cluster signs where it issues kubelet-serving certificates (a CSR your user, or an approver, approves); where it does not, the only way is to skip the check per request",
-      command: 'kubectl logs --insecure-skip-tls-verify-backend <pod>',
-    })
-  }
+  if (/x509|certificate|tls: /i.test(message)) return certificateRefused(n, message, failed)
   if (n.hostname && (/address not allowed|no addresses for hostname/.test(message) || message.includes(`lookup ${n.hostname}`))) {
     return failed(`the API server dials the node's Hostname address ${n.hostname} first (--kubelet-preferred-address-types), which it cannot use: ${message}`, {
       text: 'a node without a Hostname address (the relay publishes its IP only), or an API server that prefers InternalIP',
@@ -110,4 +107,35 @@ export function endpointCheck(n: NodeEndpointFacts): DoctorCheck {
   const firewall =
     n.port !== undefined && n.port !== KubeletPort && n.port !== 443 ? ` (a firewall that lets only 443 and ${KubeletPort} through stops port ${n.port}: --port ${KubeletPort} may pass it)` : ''
   return failed(`the API server cannot reach ${at}: ${message}`, {text: `a relay pod in the cluster carries the API server's connections${firewall}`, command: 'kubectl vnode up --relay on'})
+}
+
+const SkipVerify = 'kubectl logs --insecure-skip-tls-verify-backend <pod>'
+
+/**
+ * The API server verifies kubelet serving certificates and refuses the
+ * node's: what the node says of its own (its annotation) names the cure.
+ */
+function certificateRefused(n: NodeEndpointFacts, message: string, failed: (why: string, fix: DoctorCheck['fix']) => DoctorCheck): DoctorCheck {
+  const why = `the API server verifies kubelet serving certificates (--kubelet-certificate-authority) and rejects the node's: ${message}`
+  const self = n.servingCert?.startsWith('self-signed: ') ? n.servingCert.slice('self-signed: '.length) : undefined
+  const csr = self ? /\bCSR (\S+)/.exec(self)?.[1] : undefined
+  if (self && /approved but not issued/.test(self)) {
+    return failed(
+      `${why}; the cluster approved the node's kubelet-serving CSR but never issued it (${self}): its signer does not sign kubelet-serving certificates for this node, as EKS signs them only for the nodes it made`,
+      {
+        text: 'this cluster issues no serving certificate for the node: the only way is to skip the check per request',
+        command: SkipVerify,
+      },
+    )
+  }
+  if (self && csr && /not approved/.test(self)) {
+    return failed(`${why}; the node's kubelet-serving CSR ${csr} was never approved (${self})`, {
+      text: "someone allowed to approve kubelet-serving CSRs approves it (then up --serving-cert auto serves the cluster's), or skip the check per request",
+      command: `kubectl certificate approve ${csr}`,
+    })
+  }
+  return failed(why, {
+    text: "the node's serving certificate is self-signed: up --serving-cert auto (the default) or csr gets one the cluster signs where it issues kubelet-serving certificates (a CSR your user, or an approver, approves); where it does not, the only way is to skip the check per request",
+    command: SkipVerify,
+  })
 }

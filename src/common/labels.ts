@@ -25,6 +25,8 @@ export const PodNetworkAnnotation = `${LabelPrefix}/pod-network`
 export const AllowedNamespacesAnnotation = `${LabelPrefix}/allowed-namespaces`
 /** On the Node: the relay pod (namespace/name) that carries the API server's connections to its kubelet API; absent when direct. */
 export const RelayAnnotation = `${LabelPrefix}/relay`
+/** On the Node: which serving certificate its kubelet API serves, `cluster` or `self-signed: <why>` (doctor names the cure). */
+export const ServingCertAnnotation = `${LabelPrefix}/serving-cert`
 /** The same, set by `pods` on each pod it prints (the ENDPOINT column): `direct`, or the relay pod. */
 export const PodRelayAnnotation = RelayAnnotation
 

@@ -23,6 +23,8 @@ export interface KubeletWiring {
   logs: ContainerLogs
   /** Where the serving certificate's lines go. */
   log: (line: string) => void
+  /** Which serving certificate is served (`cluster` or `self-signed: <why>`), for the Node's annotation. */
+  servedCert?: (what: string) => void
 }
 
 /**
@@ -54,7 +56,7 @@ export async function startKubeletServer(w: KubeletWiring): Promise<KubeletServe
     authorizationMode: o.authorizationMode ?? 'Webhook',
     clientCa: await loadClientCa(w.clients.kc, o.clientCaFile),
     reviewer: apiReviewer(w.clients.authentication, w.clients.authorization),
-    servingCert: {mode: o.servingCert ?? 'auto', api: w.clients.certificates, cluster: w.clients.server, waitMs: o.servingCertWaitMs, log: w.log},
+    servingCert: {mode: o.servingCert ?? 'auto', api: w.clients.certificates, cluster: w.clients.server, waitMs: o.servingCertWaitMs, log: w.log, onServed: w.servedCert},
     // exec and attach, when the runtime offers them.
     streaming: () => {
       const p = w.provider()

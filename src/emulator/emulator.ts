@@ -2,6 +2,7 @@ import type {V1Node, V1Pod} from '@kubernetes/client-node'
 import {EventEmitter} from 'node:events'
 import {mkdir} from 'node:fs/promises'
 import {UserError} from '../errors.js'
+import {ServingCertAnnotation} from '../common/labels.js'
 import {defaultStateDir, DefaultShutdownGraceSeconds, nodeSpecConfig, validateNodeName, type EmulatorEvents, type EmulatorOptions, type EmulatorSummary} from './emulator-config.js'
 import type {ServiceLister} from './kube/service-lister.js'
 import type {ObjectManager} from './kube/object-manager.js'
@@ -167,6 +168,7 @@ export class Emulator extends EventEmitter<EmulatorEvents> {
       pods: () => this.pods(),
       logs: this.containerLogs,
       log: (l) => this.emit('step', 'cert', l),
+      servedCert: (what) => void this.nodeController.setAnnotation(ServingCertAnnotation, what).catch((e: Error) => this.emit('step', 'cert', `cannot annotate node ${this.opts.name}: ${e.message}`)),
     })
     // Handled here so a failure while the registration runs is not an unhandled rejection; awaited below.
     serving.catch(() => undefined)

@@ -2,6 +2,7 @@ import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {connect, type PeerCertificate} from 'node:tls'
+import {ServingCertAnnotation} from '../../src/common/labels.js'
 import {issueCert} from '../../src/common/pki.js'
 import {kubeconfigYaml} from '../../src/cluster/cluster-pki.js'
 import {
@@ -59,6 +60,20 @@ const endpoint = async (c: Clients, name: string) => {
   return {ip: n.status!.addresses!.find((a) => a.type === 'InternalIP')!.address, port: n.status!.daemonEndpoints!.kubeletEndpoint!.Port}
 }
 
+/** The node's vnode.dev/serving-cert annotation once it matches: which certificate it says it serves. */
+async function servingAnnotation(c: Clients, node: string, want: RegExp): Promise<string> {
+  let last: string | undefined
+  return waitFor(
+    async () => {
+      last = (await c.core.readNode({name: node})).metadata?.annotations?.[ServingCertAnnotation]
+      return last !== undefined && want.test(last) ? last : undefined
+    },
+    () => `node ${node}'s ${ServingCertAnnotation} to match ${want} (last: ${last})`,
+    30_000,
+    250,
+  )
+}
+
 describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, or self-signed with a line', () => {
   let c: Clients
   const ns = uniqueName('serving')
@@ -93,6 +108,8 @@ describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, o
     expect(h.cert.issuer.CN).toBe('vnode-cluster-ca')
     expect(h.cert.subject).toMatchObject({CN: `system:node:${name}`, O: 'system:nodes'})
     expect(h.cert.subjectaltname).toContain(`IP Address:${ip}`)
+    // The Node says so, for doctor.
+    await servingAnnotation(c, name, /^cluster$/)
     // No CSR of this node is left behind.
     const csrs = await kubectl(['get', 'csr', '-o', 'jsonpath={range .items[*]}{.metadata.annotations.vnode\\.dev/node}{"\\n"}{end}'])
     expect(csrs.exitCode).toBe(0)
@@ -187,6 +204,8 @@ describeE2e('the serving certificate: a kubelet-serving CSR the cluster signs, o
       const h = await handshake(ip, port, clusterCa())
       expect(h.authorized).toBe(false)
       expect(h.cert.issuer.CN).toBe(`vnode-${name}-ca`)
+      // The Node says which and why, for doctor (a verifying API server's row then names kubectl certificate approve).
+      await servingAnnotation(c, name, /^self-signed: CSR vnode-serving-\w+ not approved: /)
       // The CSR it gave up on is gone.
       const csrs = await kubectl(['get', 'csr', '-o', 'jsonpath={range .items[*]}{.metadata.annotations.vnode\\.dev/node}{"\\n"}{end}'])
       expect(csrs.stdout.split('\n')).not.toContain(name)

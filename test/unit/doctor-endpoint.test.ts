@@ -56,6 +56,21 @@ describe("doctor's row per node: the failure the API server's answer names, and 
     expect(r.fix?.command).toBe('kubectl logs --insecure-skip-tls-verify-backend <pod>')
   })
 
+  test("a refused certificate the cluster never issued or nobody approved: the node's annotation names the cause and its cure", () => {
+    const x509 = apiStatus(500, 'error trying to reach service: tls: failed to verify certificate: x509: certificate signed by unknown authority')
+    const neverIssued = endpointCheck(node(500, x509, {servingCert: 'self-signed: CSR csr-abc12 approved but not issued within 5 s (signer kubernetes.io/kubelet-serving)'}))
+    expect(neverIssued.why).toContain("the cluster approved the node's kubelet-serving CSR but never issued it (CSR csr-abc12 approved but not issued within 5 s")
+    expect(neverIssued.why).toContain('as EKS signs them only for the nodes it made')
+    expect(neverIssued.fix?.command).toBe('kubectl logs --insecure-skip-tls-verify-backend <pod>')
+    const unapproved = endpointCheck(
+      node(500, x509, {servingCert: "self-signed: CSR csr-xyz9 not approved: vnode's user cannot approve it (forbidden) within 5 s (signer kubernetes.io/kubelet-serving)"}),
+    )
+    expect(unapproved.why).toContain("the node's kubelet-serving CSR csr-xyz9 was never approved")
+    expect(unapproved.fix?.command).toBe('kubectl certificate approve csr-xyz9')
+    // A node that serves the cluster's and is still refused: the general row.
+    expect(endpointCheck(node(500, x509, {servingCert: 'cluster'})).fix?.command).toBe('kubectl logs --insecure-skip-tls-verify-backend <pod>')
+  })
+
   test('the reach check marks a refused certificate as untrusted (up stays direct: a relay carries the same TLS), and nothing else', () => {
     const x509 = 'error trying to reach service: tls: failed to verify certificate: x509: certificate signed by unknown authority'
     expect(judge(500, apiStatus(500, x509))).toEqual({reachable: false, status: 500, why: x509, untrusted: true})

@@ -232,6 +232,20 @@ describe('the kubelet-serving CSR', () => {
       expect(s.cert?.signedBy).toBe('cluster')
     })
 
+    test("auto: what is served is reported each time it is settled, with the self-signed one's reason (the Node's annotation)", async () => {
+      const issued: string[] = []
+      const a = server(freshDir(), {mode: 'auto', api: fakeApi({approve: true, issueOnRead: 1}).api, cluster: 'https://a:6443', onServed: (w) => issued.push(w)})
+      await a.start()
+      await a.servingSettled()
+      expect(issued).toEqual(["self-signed: the cluster's is asked for (a kubelet-serving CSR)", 'cluster'])
+      const never: string[] = []
+      const b = server(freshDir(), {mode: 'auto', api: fakeApi({approve: true}).api, cluster: 'https://a:6443', waitMs: 300, onServed: (w) => never.push(w)})
+      await b.start()
+      await b.servingSettled()
+      expect(b.cert?.signedBy).toBe('self')
+      expect(never).toEqual(["self-signed: the cluster's is asked for (a kubelet-serving CSR)", expect.stringMatching(/^self-signed: CSR vnode-serving-abc approved but not issued within 0 s/)])
+    })
+
     test('auto: a certificate kept from an earlier run is served at start without asking', async () => {
       const stateDir = freshDir()
       const first = fakeApi({approve: true, issueOnRead: 1})

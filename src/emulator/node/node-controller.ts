@@ -350,6 +350,17 @@ export class NodeController extends EventEmitter {
     }
   }
 
+  /**
+   * One annotation vnode owns on the Node: kept in what a registration
+   * writes, and patched onto the Node now when it is registered (on a
+   * failure the next registration writes it).
+   */
+  async setAnnotation(key: string, value: string): Promise<void> {
+    this.config.annotations = {...this.config.annotations, [key]: value}
+    if (!this.node) return
+    await this.core.patchNode({name: this.name, body: {metadata: {annotations: {[key]: value}}}}, MergeOptions)
+  }
+
   /** Ready=False ("node is shutting down"), then cordon (remembering that we did). */
   async markStopped(): Promise<void> {
     this.shuttingDown = true

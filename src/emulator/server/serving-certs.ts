@@ -20,6 +20,8 @@ export interface ServingCertSource {
   waitMs?: number
   /** One line per certificate served, and why. */
   log?: (line: string) => void
+  /** Which certificate is served now, each time that is settled: `cluster`, or `self-signed: <why>`. */
+  onServed?: (what: string) => void
 }
 
 /** The certificate served, and who signed it. */
@@ -45,6 +47,8 @@ export class ServingCerts {
   private readonly stopping = new AbortController()
   /** The names the current certificate is for: a late answer for other names is not served. */
   private sans: string[] = []
+  /** Why the last choice was the self-signed certificate. */
+  private selfSignedWhy = 'asked for with --serving-cert self-signed'
   current?: ServedCert
 
   constructor(private readonly opts: ServingCertsOptions) {}
@@ -58,14 +62,18 @@ export class ServingCerts {
   async first(sans: string[]): Promise<ServedCert> {
     this.sans = sans
     const source = this.opts.source
-    if (source?.mode !== 'auto' || !source.api) return (this.current = await this.forNames(sans))
+    if (source?.mode !== 'auto' || !source.api) return this.report((this.current = await this.forNames(sans)))
     const kept = await this.kept(sans)
-    if (kept) return (this.current = kept)
+    if (kept) return this.report((this.current = kept))
     // Set before the cluster is asked, so the cluster's, when it comes, is never replaced by it.
     const own = (this.current = await this.selfSigned(sans))
+    this.selfSignedWhy = "the cluster's is asked for (a kubelet-serving CSR)"
+    this.report(own)
     this.pending = this.forNames(sans, false).then(
       (c) => {
-        if (c.signedBy === 'cluster' && this.sans === sans && !this.stopping.signal.aborted) this.serve(c)
+        if (this.sans !== sans || this.stopping.signal.aborted) return
+        if (c.signedBy === 'cluster') this.serve(c)
+        else this.report(c)
       },
       () => undefined,
     )
@@ -92,6 +100,12 @@ export class ServingCerts {
   private serve(cert: ServedCert): void {
     this.current = cert
     this.opts.onServe(cert)
+    this.report(cert)
+  }
+
+  private report(cert: ServedCert): ServedCert {
+    this.opts.source?.onServed?.(cert.signedBy === 'cluster' ? 'cluster' : `self-signed: ${this.selfSignedWhy}`)
+    return cert
   }
 
   /**
@@ -102,6 +116,7 @@ export class ServingCerts {
   private async forNames(sans: string[], useKept = true): Promise<ServedCert> {
     const source = this.opts.source ?? {mode: 'self-signed'}
     const log = source.log ?? (() => undefined)
+    if (source.mode !== 'self-signed' && !source.api) this.selfSignedWhy = 'no cluster to ask'
     if (source.mode !== 'self-signed' && source.api) {
       const kept = useKept ? await this.kept(sans) : undefined
       if (kept) return kept
@@ -120,6 +135,7 @@ export class ServingCerts {
         return {cert: r.cert, key: r.key, signedBy: 'cluster'}
       }
       if (source.mode === 'csr') throw new UserError(`serving certificate: ${r.why} (--serving-cert auto would serve a self-signed one instead)`)
+      this.selfSignedWhy = r.why
       log(`serving certificate: self-signed: ${r.why}; an API server that verifies kubelet certificates refuses it, and only kubectl logs --insecure-skip-tls-verify-backend gets through`)
     }
     return this.selfSigned(sans)
