@@ -6,7 +6,7 @@ import {mkdirSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
-import {acquireHostLock, HostLockWaitMs, releaseHostLock} from './host-lock.js'
+import {acquireHostLock, acquireMachine, acquireShared, LockWaitMs, releaseHostLock, releaseMachine, releaseShared} from './host-lock.js'
 
 /** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
 export const NODE = process.execPath
@@ -16,20 +16,63 @@ export function nodeContainer(name: string, script: string, extra: Partial<k8s.V
   return {name, image: 'node:test', command: [NODE, '-e', script], ...extra}
 }
 
-/** `describe`, or `describe.skip` with the reason printed when the control plane is unavailable. */
-export const describeE2e = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
+const describeOrSkip = (process.env[E2eEnv.skip] ? describe.skip : describe) as typeof describe
+
+/** Holds the run's machine lock shared for the file (host-lock.ts): taken at its top level, before its own setup, released after its teardown. */
+function holdMachineShared(): void {
+  if (process.env[E2eEnv.skip]) return
+  beforeAll(() => acquireShared(), LockWaitMs)
+  afterAll(() => releaseShared())
+}
+
+/**
+ * `describe`, or `describe.skip` with the reason printed when the control
+ * plane is unavailable. Files run in parallel: this one beside others, unless
+ * a file has the machine to itself (describeMachineE2e).
+ */
+export const describeE2e = Object.assign(
+  (name: string, fn: () => void): void => {
+    holdMachineShared()
+    describeOrSkip(name, fn)
+  },
+  {
+    each:
+      <T extends unknown[]>(table: T[]) =>
+      (name: string, fn: (...args: T) => void): void => {
+        holdMachineShared()
+        describeOrSkip.each(table)(name, fn as (...args: unknown[]) => void)
+      },
+  },
+)
 
 /**
  * `describeE2e` for a file that reads or makes state of the whole host
- * (host-lock.ts): the lock is taken at the file's top level, so before its
- * own setup, and released after its own teardown.
+ * (host-lock.ts): it also holds the host lock, so no other such file runs
+ * beside it.
  */
 export function describeHostE2e(name: string, fn: () => void): void {
   if (!process.env[E2eEnv.skip]) {
-    beforeAll(() => acquireHostLock(), HostLockWaitMs)
+    beforeAll(() => acquireShared(), LockWaitMs)
+    beforeAll(() => acquireHostLock(), LockWaitMs)
     afterAll(() => releaseHostLock())
+    afterAll(() => releaseShared())
   }
-  describeE2e(name, fn)
+  describeOrSkip(name, fn)
+}
+
+/**
+ * `describeE2e` for a file whose load would starve the files beside it:
+ * it has the machine to itself (and the host lock), once the files running
+ * have finished.
+ */
+export function describeMachineE2e(name: string, fn: () => void): void {
+  if (!process.env[E2eEnv.skip]) {
+    beforeAll(() => acquireMachine(), LockWaitMs)
+    beforeAll(() => acquireHostLock(), LockWaitMs)
+    afterAll(() => releaseHostLock())
+    afterAll(() => releaseMachine())
+  }
+  describeOrSkip(name, fn)
 }
 
 /**

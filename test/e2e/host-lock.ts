@@ -1,37 +1,34 @@
-import {mkdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 
 /**
  * Test files run in parallel, each with its own namespace, node names,
- * state dirs and ports. A few also read or make state of the whole host
- * that another of them would see: network namespaces, bridges and veths,
- * iptables rules, cgroup trees, a cluster of their own with the pod
- * network, a firewall rule on a port. Those take this lock of the run's, so
- * only one of them runs at a time (beside files that touch none of it).
+ * state dirs and ports. Two locks of the run's order the few that cannot:
  *
- * The lock is a directory under the run's dir (mkdir is atomic), naming its
- * holder's pid; a holder that died (its jest worker gone) leaves a lock the
- * next one takes over. It is held per process and counted, so a file with
- * two such describe blocks takes it once.
+ * - the host lock: a file that reads or makes state of the whole host that
+ *   another such file would see (network namespaces, bridges and veths,
+ *   iptables rules, cgroup trees, a cluster of its own with the pod
+ *   network, a firewall rule on a port) runs only when no other such file
+ *   does, beside files that touch none of it;
+ * - the machine lock: a file whose load would starve the files beside it
+ *   (a thousand pods) runs alone. Every other file holds the machine lock
+ *   shared; the exclusive holder waits until the shared holders are gone,
+ *   and no new one starts while it waits or runs.
+ *
+ * Each lock is a directory under the run's dir (mkdir is atomic) naming its
+ * holder's pid; a shared holder is a file named by its pid. A holder that
+ * died (its jest worker gone) leaves a lock the next one takes over. Locks
+ * are held per process and counted, so a file with two describe blocks
+ * takes each once.
  */
 
-/** The longest such file runs about two minutes; several may be queued ahead. */
-export const HostLockWaitMs = 20 * 60_000
+/** The longest file runs a few minutes; several may be queued ahead. */
+export const LockWaitMs = 30 * 60_000
 const PollMs = 250
 
-let held = 0
-
-const lockDir = () => join(process.env[E2eEnv.dir]!, 'host.lock')
-const ownerFile = () => join(lockDir(), 'owner')
-
-function ownerPid(): number | undefined {
-  try {
-    return Number(readFileSync(ownerFile(), 'utf8')) || undefined
-  } catch {
-    return undefined
-  }
-}
+const runDir = () => process.env[E2eEnv.dir]!
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 function alive(pid: number): boolean {
   try {
@@ -42,36 +39,130 @@ function alive(pid: number): boolean {
   }
 }
 
-function tryTake(): boolean {
-  try {
-    mkdirSync(lockDir())
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    const owner = ownerPid()
-    // Its holder died while holding it (or between mkdir and writing its pid: then it is read again next poll).
-    if (owner === undefined || alive(owner)) return false
-    rmSync(lockDir(), {recursive: true, force: true})
-    return false
+/** An exclusive lock: a directory naming its holder. */
+class DirLock {
+  private held = 0
+  constructor(private readonly name: string) {}
+
+  private get dir(): string {
+    return join(runDir(), this.name)
   }
-  writeFileSync(ownerFile(), String(process.pid))
-  return true
+
+  owner(): number | undefined {
+    try {
+      return Number(readFileSync(join(this.dir, 'owner'), 'utf8')) || undefined
+    } catch {
+      return undefined
+    }
+  }
+
+  /** Held by a live process other than this one. */
+  heldElsewhere(): boolean {
+    if (!existsSync(this.dir)) return false
+    const owner = this.owner()
+    // Between its mkdir and its pid: held.
+    return owner === undefined || (owner !== process.pid && alive(owner))
+  }
+
+  private tryTake(): boolean {
+    try {
+      mkdirSync(this.dir)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+      const owner = this.owner()
+      // Its holder died while holding it (or between mkdir and writing its pid: then it is read again next poll).
+      if (owner !== undefined && !alive(owner)) rmSync(this.dir, {recursive: true, force: true})
+      return false
+    }
+    writeFileSync(join(this.dir, 'owner'), String(process.pid))
+    return true
+  }
+
+  async acquire(waitMs: number): Promise<void> {
+    if (this.held > 0) {
+      this.held++
+      return
+    }
+    const deadline = Date.now() + waitMs
+    while (!this.tryTake()) {
+      if (Date.now() > deadline) throw new Error(`the lock ${this.dir} is still held by pid ${this.owner() ?? 'unknown'} after ${waitMs} ms`)
+      await sleep(PollMs)
+    }
+    this.held = 1
+  }
+
+  release(): void {
+    if (this.held === 0) return
+    this.held--
+    if (this.held === 0 && this.owner() === process.pid) rmSync(this.dir, {recursive: true, force: true})
+  }
 }
 
-export async function acquireHostLock(waitMs = HostLockWaitMs): Promise<void> {
-  if (held > 0) {
-    held++
-    return
-  }
-  const deadline = Date.now() + waitMs
-  while (!tryTake()) {
-    if (Date.now() > deadline) throw new Error(`the host lock ${lockDir()} is still held by pid ${ownerPid() ?? 'unknown'} after ${waitMs} ms`)
-    await new Promise((r) => setTimeout(r, PollMs))
-  }
-  held = 1
+const hostLock = new DirLock('host.lock')
+const machineLock = new DirLock('machine.lock')
+let sharedHeld = 0
+const sharedDir = () => join(runDir(), 'machine.shared')
+const sharedFile = () => join(sharedDir(), String(process.pid))
+
+/** The live shared holders other than this process (a dead one's file is removed). */
+function otherSharedHolders(): number[] {
+  const pids = existsSync(sharedDir()) ? readdirSync(sharedDir()).map(Number) : []
+  return pids.filter((pid) => {
+    if (pid === process.pid) return false
+    if (alive(pid)) return true
+    rmSync(join(sharedDir(), String(pid)), {force: true})
+    return false
+  })
+}
+
+export function acquireHostLock(waitMs = LockWaitMs): Promise<void> {
+  return hostLock.acquire(waitMs)
 }
 
 export function releaseHostLock(): void {
-  if (held === 0) return
-  held--
-  if (held === 0 && ownerPid() === process.pid) rmSync(lockDir(), {recursive: true, force: true})
+  hostLock.release()
+}
+
+/** The machine lock, shared: waits while a file has the machine to itself. */
+export async function acquireShared(waitMs = LockWaitMs): Promise<void> {
+  if (sharedHeld > 0) {
+    sharedHeld++
+    return
+  }
+  const deadline = Date.now() + waitMs
+  mkdirSync(sharedDir(), {recursive: true})
+  for (;;) {
+    if (!machineLock.heldElsewhere()) {
+      writeFileSync(sharedFile(), '')
+      // Taken between the check and the write: give way to it.
+      if (!machineLock.heldElsewhere()) break
+      rmSync(sharedFile(), {force: true})
+    }
+    if (Date.now() > deadline) throw new Error(`the machine is still held by pid ${machineLock.owner() ?? 'unknown'} after ${waitMs} ms`)
+    await sleep(PollMs)
+  }
+  sharedHeld = 1
+}
+
+export function releaseShared(): void {
+  if (sharedHeld === 0) return
+  sharedHeld--
+  if (sharedHeld === 0) rmSync(sharedFile(), {force: true})
+}
+
+/** The machine to this file alone: no new shared holder starts, and the ones running finish first. */
+export async function acquireMachine(waitMs = LockWaitMs): Promise<void> {
+  const deadline = Date.now() + waitMs
+  await machineLock.acquire(waitMs)
+  while (otherSharedHolders().length > 0) {
+    if (Date.now() > deadline) {
+      machineLock.release()
+      throw new Error(`files still running beside pid ${process.pid} after ${waitMs} ms (pids ${otherSharedHolders().join(', ')})`)
+    }
+    await sleep(PollMs)
+  }
+}
+
+export function releaseMachine(): void {
+  machineLock.release()
 }

@@ -5,7 +5,7 @@ import {
   type Clients,
   createNamespace,
   deleteNamespace,
-  describeHostE2e,
+  describeMachineE2e,
   kubectl,
   processesMatching,
   startVnode,
@@ -29,7 +29,7 @@ const BurstSize = 100
  * pool refilling in between. After 1000 pods and the node's stop, no
  * namespace, veth, lease, mount or cgroup of any pod or pool entry is left.
  */
-describeHostE2e('the warm pool after 1000 pods', () => {
+describeMachineE2e('the warm pool after 1000 pods', () => {
   let c: Clients
   const ns = uniqueName('churn')
   const node = uniqueName('churn-node')
