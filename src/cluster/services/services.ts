@@ -14,7 +14,8 @@ import {type ServiceBinary} from './versions.js'
 
 /**
  * kube-proxy, metrics-server and CoreDNS as host processes of the local
- * control plane: started after the API server is ready, stopped before it.
+ * control plane (kube-proxy in the cluster's own network namespace,
+ * proxy-netns.ts): started after the API server is ready, stopped before it.
  */
 
 export const DefaultServiceStopTimeoutMs = 10_000
