@@ -45,19 +45,24 @@ export const describeE2e = Object.assign(
   },
 )
 
+/** A describe that holds the machine lock (shared or whole) and then the host lock, both at the file's top level. */
+function describeLocked(machine: {acquire: () => Promise<void>; release: () => void}, name: string, fn: () => void): void {
+  if (!process.env[E2eEnv.skip]) {
+    beforeAll(() => machine.acquire(), LockWaitMs)
+    beforeAll(() => acquireHostLock(), LockWaitMs)
+    afterAll(() => releaseHostLock())
+    afterAll(() => machine.release())
+  }
+  describeOrSkip(name, fn)
+}
+
 /**
  * `describeE2e` for a file that reads or makes state of the whole host
  * (host-lock.ts): it also holds the host lock, so no other such file runs
  * beside it.
  */
 export function describeHostE2e(name: string, fn: () => void): void {
-  if (!process.env[E2eEnv.skip]) {
-    beforeAll(() => acquireShared(), LockWaitMs)
-    beforeAll(() => acquireHostLock(), LockWaitMs)
-    afterAll(() => releaseHostLock())
-    afterAll(() => releaseShared())
-  }
-  describeOrSkip(name, fn)
+  describeLocked({acquire: () => acquireShared(), release: releaseShared}, name, fn)
 }
 
 /**
@@ -66,13 +71,7 @@ export function describeHostE2e(name: string, fn: () => void): void {
  * have finished.
  */
 export function describeMachineE2e(name: string, fn: () => void): void {
-  if (!process.env[E2eEnv.skip]) {
-    beforeAll(() => acquireMachine(), LockWaitMs)
-    beforeAll(() => acquireHostLock(), LockWaitMs)
-    afterAll(() => releaseHostLock())
-    afterAll(() => releaseMachine())
-  }
-  describeOrSkip(name, fn)
+  describeLocked({acquire: () => acquireMachine(), release: releaseMachine}, name, fn)
 }
 
 /**

@@ -351,12 +351,15 @@ export class NodeController extends EventEmitter {
   }
 
   /**
-   * One annotation vnode owns on the Node: kept in what a registration
+   * One annotation vnode owns on the Node (null removes it): kept in what a registration
    * writes, and patched onto the Node now when it is registered (on a
    * failure the next registration writes it).
    */
-  async setAnnotation(key: string, value: string): Promise<void> {
-    this.config.annotations = {...this.config.annotations, [key]: value}
+  async setAnnotation(key: string, value: string | null): Promise<void> {
+    const annotations = {...this.config.annotations}
+    if (value === null) delete annotations[key]
+    else annotations[key] = value
+    this.config.annotations = annotations
     if (!this.node) return
     await this.core.patchNode({name: this.name, body: {metadata: {annotations: {[key]: value}}}}, MergeOptions)
   }

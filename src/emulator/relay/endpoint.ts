@@ -1,4 +1,4 @@
-import {PatchStrategy, setHeaderOptions, type V1Node, type V1OwnerReference} from '@kubernetes/client-node'
+import {type V1Node, type V1OwnerReference} from '@kubernetes/client-node'
 import {UserError} from '../../errors.js'
 import type {KubeClients} from '../kube/client.js'
 import type {NodeController} from '../node/node-controller.js'
@@ -106,10 +106,5 @@ function nodeOwner(p: EndpointParts): V1OwnerReference | undefined {
 
 /** The node's relay annotation (null removes it), also in what a registration writes. */
 async function annotate(p: EndpointParts, value: string | null): Promise<void> {
-  const annotations = (p.nodeController.config.annotations ??= {})
-  if (value === null) delete annotations[RelayAnnotation]
-  else annotations[RelayAnnotation] = value
-  await p.clients.heartbeatCore
-    .patchNode({name: p.nodeName, body: {metadata: {annotations: {[RelayAnnotation]: value}}}}, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
-    .catch((e: Error) => p.log(`relay: cannot annotate node ${p.nodeName}: ${e.message}`))
+  await p.nodeController.setAnnotation(RelayAnnotation, value).catch((e: Error) => p.log(`relay: cannot annotate node ${p.nodeName}: ${e.message}`))
 }
