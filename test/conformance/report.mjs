@@ -73,6 +73,13 @@ export async function writeReport({outDir, results, differences, seconds, nodes,
   ].join('\n')
   await writeFile(join(outDir, 'conformance.md'), md)
   await writeFile(join(outDir, 'conformance.json'), JSON.stringify({line, seconds, load, nodes, unusedDifferences: unused.map((d) => d.id), results}, null, 1))
+  // The failing rows and the load go to the log too: CI keeps the log, not the report.
+  console.error(`conformance: ${seconds} s; ${loadText}`)
+  for (const r of bad) {
+    console.error(`conformance: ${r.name} ${r.verdict}`)
+    for (const d of r.diffs.filter((x) => !x.documented))
+      console.error(`  ${d.path}${d.at === undefined ? '' : ` at ${at(d)}`}: kubelet ${cell(d.kubelet)}; vnode ${cell(d.vnode)}${d.expected === undefined ? '' : ` (expected ${cell(d.expected)})`}`)
+  }
   console.error(`conformance: report in ${join(outDir, 'conformance.md')} and conformance.json`)
   return {line, ok: bad.length === 0, total: results.length}
 }

@@ -102,9 +102,18 @@ describeHostE2e('up --relay through outages: the relay process killed, the API s
     const uid = (await core.readNamespacedPod({name: relayPod, namespace: relayNs})).metadata!.uid
     const killedAt = Date.now()
     process.kill(pid, 'SIGKILL')
+    let seen: k8s.V1ContainerStatus | undefined
     await waitFor(
-      async () => ((await core.readNamespacedPod({name: relayPod, namespace: relayNs})).status?.containerStatuses?.[0]?.restartCount ?? 0) >= 1,
-      'the relay container restarted',
+      async () => ((seen = (await core.readNamespacedPod({name: relayPod, namespace: relayNs})).status?.containerStatuses?.[0])?.restartCount ?? 0) >= 1,
+      () =>
+        `the relay container restarted (its status: ${JSON.stringify(seen)}; its node said: ${host.lines
+          .slice(-30)
+          .map((l) => `${l.step ?? l.kind} ${l.message}`)
+          .join(' | ')}; the relayed node said: ${node.lines
+          .filter((l) => l.step === 'relay')
+          .slice(-10)
+          .map((l) => l.message)
+          .join(' | ')})`,
       Recovery,
       250,
     )
