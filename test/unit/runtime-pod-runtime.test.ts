@@ -18,7 +18,7 @@ interface Event {
 }
 
 /** A PodRuntime of bare host processes (no sandbox, no cgroups, no network), without an API server: what it records and reports is kept. */
-function runtime(pod: V1Pod, crashLoop = {initialMs: 300, maxMs: 600, resetMs: 60_000}) {
+function runtime(pod: V1Pod, crashLoop = {initialMs: 300, maxMs: 600, resetMs: 60_000}, sync = {relistPeriodMs: 50, syncBackoffMs: 100, jitter: 0}) {
   const stateDir = tempDir('vnode-pod-runtime-')
   const events: Event[] = []
   const reports: V1Pod[] = []
@@ -36,7 +36,7 @@ function runtime(pod: V1Pod, crashLoop = {initialMs: 300, maxMs: 600, resetMs: 6
     // Short back-offs and a quick relist: the rules are the kubelet's, the durations a test's.
     crashLoop,
     mountRetry: {initialMs: 100, maxMs: 200},
-    sync: {relistPeriodMs: 50, syncBackoffMs: 100, jitter: 0},
+    sync,
     sandbox: join(stateDir, 'pods', pod.metadata!.uid!),
     tokens: {token: async () => 'token', forget: () => undefined},
     path: process.env.PATH,
@@ -100,6 +100,33 @@ describe('PodRuntime without an API server: bare processes', () => {
     await until('the back-off at its cap', () => /^back-off 600ms/.test(app(rt).state?.waiting?.message ?? ''))
     expect(events.some((e) => e.reason === 'BackOff' && e.message === 'Back-off restarting failed container app in pod crash_ns(uid-crash)')).toBe(true)
     expect(app(rt).restartCount).toBeGreaterThanOrEqual(2)
+  })
+
+  test("a crash found in back-off shows terminated, without the instance before, until the next sync shows CrashLoopBackOff (the kubelet's reason cache)", async () => {
+    // A back-off of 5 s and a sync back-off of 1 s: the sync after the one that found the back-off comes a second later.
+    const {rt, reports} = runtime(pod('cache', 'exit 3'), {initialMs: 5_000, maxMs: 5_000, resetMs: 60_000}, {relistPeriodMs: 50, syncBackoffMs: 1_000, jitter: 0})
+    open.push(rt)
+    await rt.start()
+    const ended = await until('the second instance ended', () => {
+      const c = app(rt)
+      return c.restartCount === 1 && c.state?.terminated ? {c, at: Date.now()} : undefined
+    })
+    expect(ended.c.state!.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
+    // The kubelet's container deletor removed the instance before when this one died.
+    expect(ended.c.lastState).toEqual({})
+    const waiting = await until('CrashLoopBackOff', () => {
+      const c = app(rt)
+      return c.state?.waiting?.reason === 'CrashLoopBackOff' ? {c, at: Date.now()} : undefined
+    })
+    expect(waiting.at - ended.at).toBeGreaterThanOrEqual(800)
+    expect(waiting.c.restartCount).toBe(1)
+    expect(waiting.c.state!.waiting!.message).toBe('back-off 5s restarting failed container=app pod=cache_ns(uid-cache)')
+    expect(waiting.c.lastState?.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
+    // Every report in between said terminated: none said CrashLoopBackOff before the sync after the one that found it.
+    const shown = reports.map((p) => p.status!.containerStatuses![0]).filter((c) => c.restartCount === 1 && !c.state?.running)
+    const firstWaiting = shown.findIndex((c) => c.state?.waiting)
+    expect(shown.slice(0, firstWaiting).length).toBeGreaterThan(0)
+    expect(shown.slice(0, firstWaiting).every((c) => c.state?.terminated?.exitCode === 3)).toBe(true)
   })
 
   test('restartPolicy Never: a failed init container fails the pod and the containers never start', async () => {

@@ -34,6 +34,14 @@ interface ContainerFields {
   waiting?: Waiting
   /** The waiting reason to show once the current instance is gone (PostStartHookError). */
   pendingWaiting?: Waiting
+  /**
+   * The kubelet's reason cache: what a sync found keeping the container from
+   * starting (CrashLoopBackOff), shown from the next sync on. The kubelet
+   * writes a pod's status at the start of a sync, from what the syncs before
+   * it found, so the sync that finds a crashed container in back-off still
+   * reports it terminated.
+   */
+  syncReason?: Waiting
   history: Termination[]
   started: boolean
   ready: boolean
@@ -69,7 +77,8 @@ interface ContainerFields {
  *   created                                       --spawn refused-->       waiting RunContainerError, StartError in lastState (startFailed)
  *   running                                       --postStart fails-->     running, then waiting PostStartHookError (waitAfterExit)
  *   running                                       --process exits-->       terminated (exited)
- *   terminated                                    --back-off-->            waiting CrashLoopBackOff (waitWith), then created again
+ *   terminated                                    --back-off-->            terminated until the next sync (cacheReason), then
+ *                                                                            waiting CrashLoopBackOff (syncBegins), then created again
  *   terminated                                    --will not restart-->    terminated, no reason (clearWaiting)
  *   any                                           --pod terminated-->      terminated, no reason (podTerminated)
  */
@@ -259,6 +268,18 @@ export class ContainerState {
     this.s.shownUntilRestart = undefined
   }
 
+  /** A sync found it kept from starting: it waits with this reason from the next sync on (see syncReason). */
+  cacheReason(waiting: Waiting): void {
+    this.s.syncReason = waiting
+  }
+
+  /** A sync begins: what the sync before it found is shown now, for a container that does not run (a later sync finds it again). */
+  syncBegins(): void {
+    const found = this.s.syncReason
+    this.s.syncReason = undefined
+    if (found && !this.s.proc) this.waitWith(found)
+  }
+
   /** Nothing to wait for: it will not run again. */
   clearWaiting(): void {
     this.s.waiting = undefined
@@ -272,6 +293,7 @@ export class ContainerState {
     this.s.containerID = instance.containerID
     this.s.logPath = instance.logPath
     this.s.waiting = undefined
+    this.s.syncReason = undefined
     this.s.shownUntilRestart = undefined
   }
 
@@ -370,6 +392,7 @@ export class ContainerState {
    */
   podTerminated({endedBefore}: {endedBefore: boolean}): void {
     this.s.waiting = undefined
+    this.s.syncReason = undefined
     this.s.pendingWaiting = undefined
     this.s.shownUntilRestart = undefined
     if (endedBefore) this.collectDead()

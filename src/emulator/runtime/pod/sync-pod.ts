@@ -23,7 +23,8 @@ export interface SyncedPod extends ContainerHost {
 
 /**
  * SyncPod's steps for one pod (the kubelet's kuberuntime_manager.go SyncPod),
- * each deciding from computePodActions (pod-actions.ts) and then doing:
+ * each deciding from computePodActions (pod-actions.ts) and then doing;
+ * before them, what the sync before found (a back-off) becomes the status:
  *  1. decide: computePodActions, from the pod, the containers and the clock;
  *  2. past activeDeadlineSeconds: the pod fails with DeadlineExceeded and terminates;
  *  3. the sandbox (sandbox/pod-sandbox.ts): volumes, network, the pod's files; else retry later;
@@ -51,6 +52,7 @@ export class PodSync {
   async syncOnce(): Promise<void> {
     const p = this.p
     if (p.end.finished) return
+    for (const c of p.containers) c.syncBegins()
     const actions = computePodActions(p.pod, this.observed(), p.clock.now())
     if (actions.deadlineExceeded) return this.fail(DeadlineExceededReason, DeadlineExceededMessage, 'Normal', EventReason.DeadlineExceeded, p.podGraceMs() / 1000)
     if (Number.isFinite(actions.activeDeadlineAt)) p.wake(actions.activeDeadlineAt)
@@ -134,7 +136,11 @@ export class PodSync {
       // Every sync that finds the container in back-off says so, and the pod is synced again
       // on the worker's back-off, not when the back-off ends (pod_workers.go).
       p.event(c, 'Warning', EventReason.BackOffStartContainer, `Back-off restarting failed container ${c.name} in pod ${podDesc(p.pod)}`)
-      c.waitWith({reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(p.pod)}`})
+      const waiting = {reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(p.pod)}`}
+      // The status shows it from the next sync (the kubelet's reason cache). A container its probe killed was
+      // found in back-off by the sync that killed it, whose reason the sync after the kill shows: this one.
+      if (c.killedToRestart) c.waitWith(waiting)
+      else c.cacheReason(waiting)
       return p.wake(now + syncBackoffDelay(p.deps.sync))
     }
     if (gate.backOffFrom !== undefined) c.backoff.restarted(gate.backOffFrom, now)
