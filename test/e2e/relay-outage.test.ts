@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
 import * as k8s from '@kubernetes/client-node'
-import {existsSync, readFileSync} from 'node:fs'
+import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {join} from 'node:path'
 import {startComponent, stopComponent} from '../../src/cluster/controlplane.js'
 import {createNamespace, describeHostE2e, kubectl, runDir, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
@@ -51,6 +51,30 @@ describeHostE2e('up --relay through outages: the relay process killed, the API s
     expect(r.exitCode).toBe(0)
     return Number(/^tick (\d+)$/.exec(r.stdout)![1])
   }
+
+  /** The relay program's processes on this host (pid, state, kernel wait channel, executable), for a failure's message. */
+  const relayProcesses = (): string =>
+    readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .flatMap((d) => {
+        try {
+          const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' ')
+          if (!cmd.includes('/vnode-relay/relay.py')) return []
+          const stat = readFileSync(`/proc/${d}/stat`, 'utf8')
+          const wchan = readFileSync(`/proc/${d}/wchan`, 'utf8')
+          const exe = (() => {
+            try {
+              return readlinkSync(`/proc/${d}/exe`)
+            } catch (e) {
+              return `<${(e as NodeJS.ErrnoException).code}>`
+            }
+          })()
+          return [`${d} ${stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)} ${wchan} ${exe} ${cmd.slice(0, 60)}`]
+        } catch {
+          return []
+        }
+      })
+      .join('; ')
 
   beforeAll(async () => {
     // Every test here is when(...), on the same condition: skipped without it, failed under CI.
@@ -106,7 +130,7 @@ describeHostE2e('up --relay through outages: the relay process killed, the API s
     await waitFor(
       async () => ((seen = (await core.readNamespacedPod({name: relayPod, namespace: relayNs})).status?.containerStatuses?.[0])?.restartCount ?? 0) >= 1,
       () =>
-        `the relay container restarted (its status: ${JSON.stringify(seen)}; its node said: ${host.lines
+        `the relay container restarted (its processes: ${relayProcesses()}; its status: ${JSON.stringify(seen)}; its node said: ${host.lines
           .slice(-30)
           .map((l) => `${l.step ?? l.kind} ${l.message}`)
           .join(' | ')}; the relayed node said: ${node.lines
