@@ -20,8 +20,8 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
     const marker = uniqueName('crash')
     await f.create({metadata: {name: 'crash'}, spec: {terminationGracePeriodSeconds: 2, containers: [markedContainer('app', `console.log('crashing'); process.exit(3)`, marker)]}})
     // The first restart is immediate; the second exit starts the 10 s back-off. As on a kubelet, the sync that finds
-    // the container in back-off still reports it ended (kubectl: Error, the instance before gone with the container
-    // GC), and the sync after it, 10-15 s later on the pod worker's back-off, reports CrashLoopBackOff.
+    // the container in back-off still reports it ended (kubectl: Error, the first instance its
+    // lastState), and the sync after it, 10-15 s later on the pod worker's back-off, reports CrashLoopBackOff.
     const ended = await f.waitRow('crash', (r) => r.restarts === 1 && r.status === 'Error', 'Error after the second exit')
     expect(ended).toMatchObject({ready: '0/1'})
     const pod = await f.json('crash')
@@ -29,7 +29,7 @@ describeE2e('kubectl: restart policies, CrashLoopBackOff and logs', () => {
     expect(pod.status!.phase).toBe('Running')
     expect(cs.restartCount).toBe(1)
     expect(cs.state!.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
-    expect(cs.lastState).toEqual({})
+    expect(cs.lastState!.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
     await f.waitDescribe('crash', /Warning\s+BackOff\s+.*Back-off restarting failed container app in pod crash_/)
     // After the back-off, it runs (and fails) again; the sync that restarts it showed CrashLoopBackOff for a moment.
     const again = await f.waitRow('crash', (r) => r.restarts === 2, 'RESTARTS 2')

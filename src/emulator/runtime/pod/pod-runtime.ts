@@ -180,10 +180,6 @@ export class PodRuntime implements ContainerHost {
     c.stopProbes()
     // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
     c.exited(terminationOf(c, proc.startedAt, exit, this.sandbox.cgroup.exited(c.name)), exit.exitCode)
-    // The kubelet's container deletor, on the instance's death: of its dead instances only the newest is kept, so
-    // an ended container shows no lastState. Not for an instance the pod's termination stops (its status lists
-    // the one before, read before the deletor ran), nor one its probe killed (judged from the one before).
-    if (!this.end.isTerminating && !c.killedToRestart) c.collectDead()
     this.writeRecord()
     this.publish()
     void this.kick()
