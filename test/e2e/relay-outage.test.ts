@@ -127,10 +127,22 @@ describeHostE2e('up --relay through outages: the relay process killed, the API s
     const killedAt = Date.now()
     process.kill(pid, 'SIGKILL')
     let seen: k8s.V1ContainerStatus | undefined
+    // What the host node's own kubelet API says of the container, once the restart is late: its runtime's view, not the API's.
+    let nodeView = 'not read'
     await waitFor(
-      async () => ((seen = (await core.readNamespacedPod({name: relayPod, namespace: relayNs})).status?.containerStatuses?.[0])?.restartCount ?? 0) >= 1,
+      async () => {
+        seen = (await core.readNamespacedPod({name: relayPod, namespace: relayNs})).status?.containerStatuses?.[0]
+        if ((seen?.restartCount ?? 0) >= 1) return true
+        if (Date.now() - killedAt > Recovery / 2) {
+          nodeView = await core
+            .connectGetNodeProxyWithPath({name: hostName, path: 'pods/'})
+            .then((r) => JSON.stringify(((typeof r === 'string' ? JSON.parse(r) : r) as {items: k8s.V1Pod[]}).items.find((p) => p.metadata?.name === relayPod)?.status?.containerStatuses?.[0]))
+            .catch((e: Error) => `error: ${e.message}`)
+        }
+        return false
+      },
       () =>
-        `the relay container restarted (its processes: ${relayProcesses()}; its status: ${JSON.stringify(seen)}; its node said: ${host.lines
+        `the relay container restarted (its processes: ${relayProcesses()}; its node's view: ${nodeView}; its status: ${JSON.stringify(seen)}; its node said: ${host.lines
           .slice(-30)
           .map((l) => `${l.step ?? l.kind} ${l.message}`)
           .join(' | ')}; the relayed node said: ${node.lines
