@@ -142,7 +142,7 @@ describeHostE2e('up --relay through outages: the relay process killed, the API s
         return false
       },
       () =>
-        `the relay container restarted (its processes: ${relayProcesses()}; its node's view: ${nodeView}; its status: ${JSON.stringify(seen)}; its node said: ${host.lines
+        `the relay container restarted (its processes: ${relayProcesses()}; its node's view: ${nodeView}; its node's exit code: ${host.child.exitCode}, stderr: ${host.stderr.slice(-1500)}; its status: ${JSON.stringify(seen)}; its node said: ${host.lines
           .slice(-30)
           .map((l) => `${l.step ?? l.kind} ${l.message}`)
           .join(' | ')}; the relayed node said: ${node.lines

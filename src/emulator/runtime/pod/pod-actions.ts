@@ -49,6 +49,11 @@ export type ContainerStep =
   /** A regular container that will not run again: it shows its termination, with no reason to wait. */
   | {action: 'settle'; container: ContainerState}
 
+/** The container waits because its last start failed (the runtime's error, a failed postStart hook). */
+export function startFailed(c: ContainerState): boolean {
+  return c.waiting !== undefined && StartFailedReasons.has(c.waiting.reason)
+}
+
 /** Whether a start of the container may go ahead now: it may wait for a config retry or a crash-loop back-off. */
 export type StartGate =
   /** Start now; with backOffFrom, the crash-loop back-off counts this restart, judged from the exit at backOffFrom (its next delay grows). */
