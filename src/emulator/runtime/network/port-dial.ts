@@ -1,4 +1,4 @@
-import {spawn} from 'node:child_process'
+import {spawn, type ChildProcessWithoutNullStreams} from 'node:child_process'
 import {Duplex} from 'node:stream'
 import {DialError, type DialAttempt} from '../../provider/streaming.js'
 import {hostProgram} from '../process/host-programs.js'
@@ -58,6 +58,21 @@ export function dialAttempts(line: string): DialAttempt[] | undefined {
   return attempts
 }
 
+/**
+ * The helper's stdin and stdout as one connection, whose end is the
+ * helper's: destroying one stops the other. Its end (the helper's exit, a
+ * destroy before the end) comes as an error (AbortError) on a Duplex.from:
+ * handled here, so a connection nobody reads yet, destroyed because its
+ * port-forward stream went first, never ends the node; its readers see it close.
+ */
+export function helperConnection(child: ChildProcessWithoutNullStreams): Duplex {
+  const connection = Duplex.from({readable: child.stdout, writable: child.stdin})
+  connection.on('error', () => undefined)
+  connection.once('close', () => child.kill('SIGKILL'))
+  child.once('exit', () => connection.destroy())
+  return connection
+}
+
 /** Connects to localhost:port inside the network namespace at netnsPath; rejects with DialError when neither family answers. */
 export function dialInNetns(netnsPath: string, port: number, timeoutMs: number): Promise<Duplex> {
   return new Promise((resolve, reject) => {
@@ -73,11 +88,7 @@ export function dialInNetns(netnsPath: string, port: number, timeoutMs: number):
         child.kill('SIGKILL')
         return reject(error)
       }
-      const connection = Duplex.from({readable: child.stdout, writable: child.stdin})
-      // The connection's end is the helper's: destroying one stops the other.
-      connection.once('close', () => child.kill('SIGKILL'))
-      child.once('exit', () => connection.destroy())
-      resolve(connection)
+      resolve(helperConnection(child))
     }
     child.stderr.setEncoding('utf8')
     child.stderr.on('data', (chunk: string) => {

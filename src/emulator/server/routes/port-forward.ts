@@ -122,6 +122,7 @@ function forward(target: PodTarget, pair: Required<Pair>, forwards: Set<Duplex>,
   if (inPod) {
     inPod.then(
       (conn) => {
+        // The stream went while the dial was under way (the client gave up): the connection goes too.
         if (data.destroyed) return conn.destroy()
         forwards.add(conn)
         join(data, error, conn, () => forwards.delete(conn))
