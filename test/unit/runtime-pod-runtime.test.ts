@@ -107,12 +107,13 @@ describe('PodRuntime without an API server: bare processes', () => {
     const {rt, reports} = runtime(pod('cache', 'exit 3'), {initialMs: 5_000, maxMs: 5_000, resetMs: 60_000}, {relistPeriodMs: 50, syncBackoffMs: 1_000, jitter: 0})
     open.push(rt)
     await rt.start()
+    // The second instance ended, the first its lastState.
     const ended = await until('the second instance ended', () => {
       const c = app(rt)
-      return c.restartCount === 1 && c.state?.terminated ? {c, at: Date.now()} : undefined
+      return c.restartCount === 1 && c.state?.terminated && c.lastState?.terminated ? {c, at: Date.now()} : undefined
     })
     expect(ended.c.state!.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
-    expect(ended.c.lastState?.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
+    expect(ended.c.lastState!.terminated).toMatchObject({exitCode: 3, reason: 'Error'})
     const waiting = await until('CrashLoopBackOff', () => {
       const c = app(rt)
       return c.state?.waiting?.reason === 'CrashLoopBackOff' ? {c, at: Date.now()} : undefined
