@@ -8,7 +8,7 @@ import {RealClock, type Clock, type ClockTimer} from '../../src/common/clock.js'
  * per container through env:
  * - TEST_START_MS: time to start (default 0)
  * - TEST_RUN_MS + TEST_EXIT_CODE: exit on its own after that long (default: run forever)
- * - TEST_TERM_EXIT_MS: traps SIGTERM and exits 0 that long after it (default: dies at once, 143)
+ * - TEST_TERM_EXIT_MS: traps SIGTERM and exits 0 that long after it (default: dies at once, on the clock's next turn, 143)
  * - TEST_IGNORE_TERM=1: ignores SIGTERM; killed at the grace deadline (137)
  * Containers are not restarted. Statuses flow back only through notifyPods.
  */
@@ -178,8 +178,7 @@ export class TestProvider implements PodLifecycleHandler {
           const trapMs = env(c.spec, 'TEST_TERM_EXIT_MS')
           if (env(c.spec, 'TEST_IGNORE_TERM') === '1') {
             /* keeps running until SIGKILL */
-          } else if (trapMs !== undefined) this.after(c, Number(trapMs), () => this.exit(s, c, 0))
-          else this.exit(s, c, 143)
+          } else this.after(c, Number(trapMs ?? 0), () => this.exit(s, c, trapMs === undefined ? 143 : 0))
         }
         return done
       }),

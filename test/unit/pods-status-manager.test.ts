@@ -86,6 +86,68 @@ describe('StatusManager on a fake clock', () => {
     sm.stop()
   })
 
+  test('writeNow writes the status as it stands at once, whatever the transition hold; what follows is held again', async () => {
+    const clock = new FakeClock()
+    const {core, patches} = fakeCore(clock)
+    const sm = manager(clock, core, () => true)
+    const t0 = clock.now()
+    sm.track(pod('a'))
+    sm.setSandboxReady('uid-a', true)
+    sm.setReported('uid-a', running)
+    await clock.advance(DefaultTransitionHoldMs)
+    expect(patches).toHaveLength(1)
+    const ended = {containerStatuses: [{...running.containerStatuses[0], ready: false, state: {terminated: {exitCode: 0, reason: 'Completed'}}}]}
+    sm.setReported('uid-a', ended)
+    await clock.advance(DefaultStatusCoalesceMs)
+    expect(patches).toHaveLength(1)
+    sm.writeNow('uid-a')
+    // The change that comes right after is not in that write: it waits for the hold.
+    sm.setSandboxReady('uid-a', false)
+    await settle()
+    expect(patches.map((p) => [p.at - t0, p.body.status.containerStatuses?.[0].state])).toEqual([
+      [DefaultTransitionHoldMs, {running: {startedAt: new Date(0).toISOString()}}],
+      [DefaultTransitionHoldMs + DefaultStatusCoalesceMs, {terminated: {exitCode: 0, reason: 'Completed'}}],
+    ])
+    await clock.advance(DefaultTransitionHoldMs - 1)
+    expect(patches).toHaveLength(2)
+    await clock.advance(1)
+    expect(patches).toHaveLength(3)
+    sm.stop()
+  })
+
+  test('a deleted pod whose container never ran: first its sandbox gone with the container still waiting (Pending), then TerminatePod (lost, Failed), then the DELETE', async () => {
+    const clock = new FakeClock()
+    const {core, patches, deletes} = fakeCore(clock)
+    let worker: 'sync' | 'terminated' = 'sync'
+    const sm = manager(
+      clock,
+      core,
+      () => false,
+      () => worker === 'sync',
+    )
+    const p = pod('a')
+    sm.track(p)
+    sm.setSandboxReady('uid-a', true)
+    const waiting = {containerStatuses: [{name: 'app', image: 'busybox', imageID: '', ready: false, restartCount: 0, started: false, state: {waiting: {reason: 'ContainerCreating'}}}]}
+    sm.setReported('uid-a', waiting)
+    await clock.advance(DefaultStatusCoalesceMs)
+    sm.track({...p, metadata: {...p.metadata, deletionTimestamp: new Date(clock.now()), deletionGracePeriodSeconds: 30}})
+    worker = 'terminated'
+    sm.setSandboxReady('uid-a', false)
+    await sm.terminate('uid-a')
+    const states = patches.map((x) => [x.body.status.phase, Object.keys(x.body.status.containerStatuses?.[0].state ?? {})[0]])
+    expect(states).toEqual([
+      ['Pending', 'waiting'],
+      ['Pending', 'waiting'],
+      ['Failed', 'terminated'],
+    ])
+    const sandbox = (x: Patch) => (x.body.status as {conditions?: {type: string; status: string}[]}).conditions?.find((c) => c.type === 'PodReadyToStartContainers')?.status
+    expect(patches.map(sandbox)).toEqual(['True', 'False', 'False'])
+    expect(patches[2].body.status.containerStatuses?.[0].state).toMatchObject({terminated: {exitCode: 137, reason: 'ContainerStatusUnknown'}})
+    expect(deletes).toEqual(['a'])
+    sm.stop()
+  })
+
   test('a terminated pod being deleted gets its terminal status, then the final DELETE; stop() leaves no timer', async () => {
     const clock = new FakeClock()
     const {core, patches, deletes} = fakeCore(clock)

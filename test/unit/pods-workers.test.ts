@@ -282,18 +282,26 @@ describe('pod workers and the status manager with a test provider', () => {
     expect(core.deletes).toHaveLength(0)
   })
 
-  test('a pod that completes (restartPolicy Never) is written Succeeded once and never leaves it', async () => {
+  test('a pod that completes (restartPolicy Never): its ended container is written at once with the phase held, then Succeeded once, never left', async () => {
     const {core, c} = setup()
     const p = pod('job', {policy: 'Never', env: {TEST_RUN_MS: '100'}})
     c.upsert(p)
     await until(() => core.statuses('job').at(-1)?.phase === 'Succeeded', 'Succeeded')
     await c.settled()
-    const phases = core.statuses('job').map((s) => s.phase)
-    expect(phases).toEqual(['Running', 'Succeeded'])
+    const statuses = core.statuses('job')
+    expect(statuses.map((s) => s.phase)).toEqual(['Running', 'Running', 'Succeeded'])
+    // The sync that found the container ended writes it before the pod's sandbox goes (the kubelet's SyncPod, then
+    // its terminating sync): the sandbox still ready, the pod not ready as completed, the phase held until nothing runs.
+    const ended = statuses[1]
+    expect((ended.containerStatuses as {state: object}[]).map((x) => Object.keys(x.state)[0])).toEqual(['terminated'])
+    const cond = (s: typeof ended, type: string) => (s.conditions as {type: string; status: string; reason?: string}[]).find((x) => x.type === type)
+    expect(cond(ended, 'PodReadyToStartContainers')?.status).toBe('True')
+    expect(cond(ended, 'Ready')).toMatchObject({status: 'False', reason: 'PodCompleted'})
+    expect(cond(statuses[2], 'PodReadyToStartContainers')?.status).toBe('False')
     c.upsert({...p, metadata: {...p.metadata, labels: {edited: 'yes'}}, status: {phase: 'Succeeded'}})
     await c.settled()
     await elapse(60)
-    expect(core.statuses('job').map((s) => s.phase)).toEqual(['Running', 'Succeeded'])
+    expect(core.statuses('job').map((s) => s.phase)).toEqual(['Running', 'Running', 'Succeeded'])
   })
 
   test('admission rejection: Failed with the reason, `Pod was rejected: ...`, a Warning event, and no provider call', async () => {
@@ -367,7 +375,12 @@ describe('pod worker mechanics', () => {
   })
 
   test('effective grace: deletion grace, else spec; only shrinks; at least 1 s', () => {
-    const host = {provider: new TestProvider(), status: {setStarting() {}, setSandboxReady() {}, setReported() {}, reported: () => undefined, terminate: async () => {}}, event() {}, forget() {}}
+    const host = {
+      provider: new TestProvider(),
+      status: {setStarting() {}, setSandboxReady() {}, setReported() {}, writeNow() {}, reported: () => undefined, terminate: async () => {}},
+      event() {},
+      forget() {},
+    }
     const p = pod('a', {grace: 45})
     const w = new PodWorker(host, {type: 'create', pod: deleting(p, 45)})
     w.stop()

@@ -38,6 +38,8 @@ export interface WorkerStatusPort {
   setStarting(uid: string, starting: boolean): void
   setSandboxReady(uid: string, ready: boolean): void
   setReported(uid: string, status: V1PodStatus): void
+  /** The worker acts on the pod's status as it stands: write it now, with no transition hold. */
+  writeNow(uid: string): void
   /** The provider's last report of the pod's status (notifyPods). */
   reported(uid: string): V1PodStatus | undefined
   /** The worker is terminated: write the terminal status, then the final DELETE if the pod is being deleted. */

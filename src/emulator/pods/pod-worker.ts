@@ -312,7 +312,11 @@ export class PodWorker {
       const pod = structuredClone(u.pod)
       this.killGrace = grace
       try {
-        await this.host.provider.deletePod(pod, grace)
+        const killing = this.host.provider.deletePod(pod, grace)
+        // SyncTerminatingPod writes the status it starts from: a finished container before its sandbox goes, a
+        // deleted pod's containers without what kept them from starting (the provider reported it as the kill began).
+        this.host.status.writeNow(this.uid)
+        await killing
       } catch (error) {
         // NotFound: the processes are already gone, which is what deletion wants.
         if (!isNotFound(error)) {

@@ -16,11 +16,21 @@ export interface Entry {
   /** A static pod: its status is written onto its mirror pod. */
   isStatic: boolean
   sandboxReady: boolean
-  /** A new generation (a spec change, a graceful delete) waits to be written: no transition hold delays it. */
-  generationDue?: boolean
+  /**
+   * A write no transition hold delays waits: a new generation (a spec change, a graceful delete), or the status a
+   * worker decided from (writeNow: SyncPod writes the status it acts on before it acts).
+   */
+  unheld?: boolean
   /** The pod had its sandbox at some point (its IP stays, as the kubelet's pod IP outlives the sandbox's readiness). */
   hadSandbox: boolean
+  /** The worker is terminated: no process of the pod runs (SyncTerminatedPod's status: kubelet podIsTerminal). */
   terminal: boolean
+  /**
+   * TerminatePod has run too: what never ran is reported lost and the phase is terminal. The kubelet does it after
+   * the pod's volumes are gone, a write after the terminated sync's own, so a pod whose containers never ran shows
+   * them waiting with its sandbox gone before it shows them lost.
+   */
+  final: boolean
   override?: StatusOverride
   /** When the next write is due (its deadline only moves earlier). */
   wake: WakeTimer
@@ -38,8 +48,8 @@ export function needsUpdate(e: Entry, status: V1PodStatus, moved: boolean): bool
   return moved || !isDeepStrictEqual(status, e.written)
 }
 
-/** canBeDeleted: the worker is done with the pod (no process left), it is being deleted, and its terminal status is in the API. */
+/** canBeDeleted: the worker is done with the pod (no process left, TerminatePod run), it is being deleted, and its terminal status is in the API. */
 export function canBeDeleted(e: Entry): boolean {
   const phase = e.written?.phase ?? e.pod.status?.phase
-  return e.terminal && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
+  return e.final && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
 }

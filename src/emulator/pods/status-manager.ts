@@ -144,7 +144,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       // The status speaks for a generation (observedGeneration): a new one, a graceful delete's too, is written
       // at once, as the kubelet's sync writes it.
       if (generationMoved && !e.deleted && !e.gone) {
-        e.generationDue = true
+        e.unheld = true
         this.dirty(e)
       }
     } else {
@@ -157,6 +157,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
         sandboxReady: false,
         hadSandbox: false,
         terminal: false,
+        final: false,
         deleted: false,
         gone: false,
         backoff: new Backoff(this.opts.retryInitialMs ?? DefaultStatusRetryInitialMs, this.opts.retryMaxMs ?? DefaultStatusRetryMaxMs),
@@ -213,12 +214,35 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     return this.entries.get(uid)?.reported
   }
 
-  /** The worker is terminated: write the terminal status now, then the final DELETE if the pod is being deleted. */
+  /**
+   * The worker decided from the pod's status as it stands (a sync that found every container finished, the start of
+   * a kill): SyncPod and SyncTerminatingPod write the status they act on before acting, so it is written now, with
+   * no transition hold; what the action changes is held as before.
+   */
+  writeNow(uid: string): void {
+    const e = this.entries.get(uid)
+    if (!e || this.stopped) return
+    e.unheld = true
+    // Built now (flush builds before its first wait): what the action changes from here on is not in it, unless the
+    // client's rate limit holds the write back (a throttled write is built again when its turn comes).
+    void this.flush(e)
+  }
+
+  /**
+   * The worker is terminated: write the terminated sync's status (SyncTerminatedPod: nothing runs, the sandbox is
+   * gone), then TerminatePod's (what never ran is lost, the phase is terminal) where it differs, then the final
+   * DELETE if the pod is being deleted. An override (a rejection, a node shutdown) is written in one go.
+   */
   async terminate(uid: string, override?: StatusOverride): Promise<void> {
     const e = this.entries.get(uid)
     if (!e) return
-    e.terminal = true
     e.override ??= override
+    if (!e.terminal && !e.override) {
+      e.terminal = true
+      await this.flush(e)
+    }
+    e.terminal = true
+    e.final = true
     await this.flush(e)
   }
 
@@ -253,6 +277,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       sandboxReady: e.sandboxReady,
       hadSandbox: e.hadSandbox,
       podIsTerminal: e.terminal,
+      beforeTerminatePod: !e.final,
       couldHaveRunningContainers: this.opts.hooks.couldHaveRunningContainers(e.uid),
       override: e.terminal ? e.override : undefined,
     })
@@ -273,7 +298,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private due(uid: string): void {
     const e = this.entries.get(uid)
     if (!e) return
-    const held = !e.generationDue && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - this.clock.now() : 0
+    const held = !e.unheld && this.opts.hooks.inTransition(e.uid) && e.firstDirtyAt !== undefined ? e.firstDirtyAt + this.transitionHoldMs - this.clock.now() : 0
     if (held > 0) return this.schedule(e, held)
     void this.flush(e)
   }
@@ -283,7 +308,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
     e.wake.cancel()
     e.firstDirtyAt = undefined
-    e.generationDue = false
+    e.unheld = false
     const p = this.write(e)
     e.writing = p
     try {

@@ -52,8 +52,13 @@ export interface StatusInput {
   sandboxReady: boolean
   /** The pod had a sandbox at some point: its IP is reported even if no status was written while it was ready. */
   hadSandbox?: boolean
-  /** The pod worker is terminated: no process of the pod can run any more (kubelet podIsTerminal + TerminatePod). */
+  /** The pod worker is terminated: no process of the pod can run any more (kubelet podIsTerminal). */
   podIsTerminal: boolean
+  /**
+   * With podIsTerminal: the terminated sync's own status, before TerminatePod (which reports the containers that
+   * never ended as lost and makes the phase terminal) has run. By default a terminal status includes TerminatePod.
+   */
+  beforeTerminatePod?: boolean
   /** Processes may still be running: a terminal phase is held back (status manager mergePodStatus). */
   couldHaveRunningContainers: boolean
   override?: StatusOverride
@@ -352,14 +357,15 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
     pod.metadata?.generation,
   )
 
-  if (input.podIsTerminal && !input.override?.noContainers) {
+  const runTerminatePod = input.podIsTerminal && (!input.beforeTerminatePod || !!o)
+  if (runTerminatePod && !input.override?.noContainers) {
     const t = terminatePod(spec, initStatuses, statuses, now)
     initStatuses = t.initStatuses
     statuses = t.statuses
     ephemeralStatuses = terminateAll(ephemeralStatuses, now)
   }
   // TerminatePod: a pod that will run nothing more is never left Pending or Running.
-  if (input.podIsTerminal && !isTerminalPhase(phase) && (!input.couldHaveRunningContainers || o)) phase = 'Failed'
+  if (runTerminatePod && !isTerminalPhase(phase) && (!input.couldHaveRunningContainers || o)) phase = 'Failed'
 
   const status: V1PodStatus = {
     ...observedGeneration(pod, previous),

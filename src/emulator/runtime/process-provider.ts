@@ -255,7 +255,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   async deletePod(pod: V1Pod, gracePeriodSeconds: number): Promise<void> {
     const rt = this.find(pod)
     if (!rt) throw notFound(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not running on this node`)
-    await rt.terminate(gracePeriodSeconds)
+    await rt.terminate(gracePeriodSeconds, {deleted: !!pod.metadata?.deletionTimestamp})
   }
 
   async cleanupPod(pod: V1Pod): Promise<void> {

@@ -381,6 +381,17 @@ export class ContainerState {
   }
 
   /**
+   * The pod is being deleted: nothing of a deleted pod restarts (ShouldContainerBeRestarted), so the reason cache no
+   * longer speaks for it. A container kept from starting shows its default waiting reason again, a crashed one its
+   * last instance, from the kill's start on.
+   */
+  podDeleted(): void {
+    this.s.waiting = undefined
+    this.s.syncReason = undefined
+    this.s.pendingWaiting = undefined
+  }
+
+  /**
    * The pod terminated: nothing will start again, so no reason to wait
    * (ShouldContainerBeRestarted is false), and ready only as a completed
    * init container, as the kubelet reports it to the end. Its terminating
@@ -391,9 +402,7 @@ export class ContainerState {
    * (cleanUpContainersInPod, keeping one).
    */
   podTerminated({endedBefore}: {endedBefore: boolean}): void {
-    this.s.waiting = undefined
-    this.s.syncReason = undefined
-    this.s.pendingWaiting = undefined
+    this.podDeleted()
     this.s.shownUntilRestart = undefined
     if (endedBefore) this.collectDead()
     if (this.kind !== 'init') this.s.ready = false

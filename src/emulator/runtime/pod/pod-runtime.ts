@@ -201,8 +201,8 @@ export class PodRuntime implements ContainerHost {
   }
 
   /** Terminates the pod within gracePeriodSeconds (termination.ts); a shorter grace moves the deadline closer. */
-  terminate(gracePeriodSeconds: number): Promise<void> {
-    return this.end.terminate(gracePeriodSeconds)
+  terminate(gracePeriodSeconds: number, opts?: {deleted?: boolean}): Promise<void> {
+    return this.end.terminate(gracePeriodSeconds, opts)
   }
 
   /** The container GC: of each container's dead instances only the newest is kept (it is the lastState of a running one). */

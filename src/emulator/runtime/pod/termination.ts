@@ -37,6 +37,8 @@ export class PodTermination implements PodEnd {
   /** When every container must be gone (epoch ms; Infinity until the pod terminates). */
   deadline = Infinity
   private terminating: Promise<void> | undefined
+  /** The pod is being deleted (podDeleted was applied). */
+  private deleted = false
   private readonly abort = new AbortController()
 
   constructor(private readonly host: TerminationHost) {}
@@ -69,13 +71,20 @@ export class PodTermination implements PodEnd {
    * Terminates the pod: regular (and running init) containers in parallel,
    * then sidecars in reverse order, all within gracePeriodSeconds; then the
    * sandbox is released. Called again with a shorter grace, the deadline
-   * moves closer.
+   * moves closer. A deleted pod's containers no longer show what kept them
+   * from starting, from the call on (podDeleted).
    */
-  terminate(gracePeriodSeconds: number): Promise<void> {
+  terminate(gracePeriodSeconds: number, {deleted = false}: {deleted?: boolean} = {}): Promise<void> {
     const host = this.host
     const deadline = host.clock.now() + Math.max(0, gracePeriodSeconds) * 1000
     this.deadline = Math.min(this.deadline, deadline)
     for (const c of host.containers) if (c.stopping) c.stopDeadline.moveTo(this.deadline)
+    if (deleted && !this.deleted) {
+      this.deleted = true
+      for (const c of host.containers) c.podDeleted()
+      // Reported before the kill: the terminating sync writes the pod's status as it stands first.
+      host.publish()
+    }
     if (this.terminating) return this.terminating
     this.finished = true
     host.clearWake()
