@@ -97,7 +97,9 @@ describeE2e('kubectl: init containers', () => {
     })
     const running = await f.waitRow('sidecar', (r) => r.status === 'Running' && r.ready === '2/2', 'Running 2/2')
     expect(running.restarts).toBe(0)
-    const done = await f.waitRow('sidecar', (r) => r.status === 'Completed', 'Completed', 20_000)
+    // As on a kubelet, the main container's end is written first, with the sidecar still running (Completed, 1/2),
+    // then the sidecar stopped and the pod Succeeded.
+    const done = await f.waitRow('sidecar', (r) => r.status === 'Completed' && r.ready === '0/2', 'Completed 0/2', 20_000)
     expect(done).toMatchObject({ready: '0/2', restarts: 0})
     expect(await f.jsonpath('sidecar', '{.status.phase}|{.status.containerStatuses[0].state.terminated.exitCode}|{.status.initContainerStatuses[0].state.terminated.exitCode}')).toBe('Succeeded|0|143')
     await waitFor(async () => (await f.file('sidecar-order.txt')).includes('main'), 'main to write', 5_000)
