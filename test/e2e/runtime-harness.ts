@@ -19,6 +19,8 @@ export {NODE, nodeContainer} from './helpers.js'
 export class RuntimeHarness {
   readonly latest = new Map<string, V1Pod>()
   readonly reports: V1Pod[] = []
+  /** When each report came (epoch ms), in the order of reports. */
+  readonly reportedAt: number[] = []
   readonly nodeName = uniqueName('rtnode')
   stateDir!: string
   ns!: string
@@ -59,6 +61,7 @@ export class RuntimeHarness {
     this.provider.notifyPods((p) => {
       this.latest.set(p.metadata!.name!, p)
       this.reports.push(p)
+      this.reportedAt.push(Date.now())
     })
     return this
   }

@@ -220,4 +220,28 @@ describeE2e('runtime: a start is reported at the relist that sees it', () => {
     const relist = Math.ceil((startedAt + 1) / relistPeriodMs) * relistPeriodMs
     expect(Date.now()).toBeGreaterThanOrEqual(relist)
   }, 30_000)
+
+  test('an exit is reported at the relist that sees it (the container running until then); an exit a stop caused, at once', async () => {
+    await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
+    const t0 = Date.now()
+    // Seen running at the next relist (t0 + 5 s), it exits about 7 s in: the relist after (t0 + 10 s) sees that.
+    await h.run({metadata: {name: 'ends'}, spec: {restartPolicy: 'Never', containers: [nodeContainer('app', 'setTimeout(() => process.exit(3), 7000 - (Date.now() % 5000))')]}})
+    await h.run({metadata: {name: 'stays'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(()=>{},1000)')]}})
+    await h.waitContainer('ends', 'app', (c) => !!c.state?.terminated, 'ends terminated', 20_000)
+    const ends = h.reports.map((p, i) => ({p, at: h.reportedAt[i]})).filter(({p}) => p.metadata!.name === 'ends')
+    const terminated = ends.findIndex(({p}) => !!p.status!.containerStatuses![0].state?.terminated)
+    expect(terminated).toBeGreaterThan(0)
+    expect(ends[terminated - 1].p.status!.containerStatuses![0].state?.running).toBeDefined()
+    const secondRelist = (Math.floor(t0 / relistPeriodMs) + 2) * relistPeriodMs
+    expect(ends[terminated].at).toBeGreaterThanOrEqual(secondRelist)
+    expect(ends[terminated].p.status!.containerStatuses![0].state!.terminated!.exitCode).toBe(3)
+    // A stop waits for the exit it causes and reports it then, between relists.
+    await h.waitContainer('stays', 'app', (c) => !!c.state?.running, 'stays running', 15_000)
+    await waitFor(() => Date.now() % relistPeriodMs > 500 && Date.now() % relistPeriodMs < 1_000, 'between relists', 10_000, 20)
+    const stopAt = Date.now()
+    await h.provider.deletePod(structuredClone(h.latest.get('stays')!), 2)
+    const stopped = h.reports.map((p, i) => ({p, at: h.reportedAt[i]})).find(({p, at}) => p.metadata!.name === 'stays' && at >= stopAt && !!p.status!.containerStatuses![0].state?.terminated)
+    expect(stopped).toBeDefined()
+    expect(stopped!.at - stopAt).toBeLessThan(relistPeriodMs - 1_000)
+  }, 45_000)
 })

@@ -67,6 +67,8 @@ export interface ContainerHost {
   retryAt(at: number): void
   /** A started or adopted instance: its exit, its record, its probes. */
   watchProcess(c: ContainerState, proc: ContainerProcess): void
+  /** An exit of c the relist has not seen yet is seen now (a stop acts on the container as it is). */
+  seeExit(c: ContainerState): void
   /** A start shows at the relist that sees it. */
   publishWhenObserved(): void
   writeRecord(): void

@@ -76,10 +76,12 @@ interface ContainerFields {
  *   waiting                                       --config fails-->        waiting CreateContainer(Config)Error (waitWith)
  *   created                                       --spawn refused-->       waiting RunContainerError, StartError in lastState (startFailed)
  *   running                                       --postStart fails-->     running, then waiting PostStartHookError (waitAfterExit)
- *   running                                       --process exits-->       terminated (exited)
+ *   running                                       --process exits-->       running until its relist sees it (pod/unseen-exits.ts),
+ *                                                                            then terminated (exited); a stop's exit at once
  *   terminated                                    --back-off-->            terminated until the next sync (cacheReason), then
  *                                                                            waiting CrashLoopBackOff (syncBegins), then created again
  *   terminated                                    --will not restart-->    terminated, no reason (clearWaiting)
+ *   waiting, terminated                           --pod deleted-->         no reason: ContainerCreating, or its last instance (podDeleted)
  *   any                                           --pod terminated-->      terminated, no reason (podTerminated)
  */
 export class ContainerState {

@@ -20,6 +20,7 @@ export function stopContainer(host: ContainerHost, c: ContainerState, message: s
   const clock = host.clock
   c.stopDeadline.moveTo(Math.min(clock.now() + graceMs, host.end.deadline))
   if (c.stopping) return c.stopping
+  host.seeExit(c)
   const proc = c.proc
   if (!proc) return Promise.resolve()
   const running = proc.running

@@ -24,6 +24,7 @@ import {PodSync} from './sync-pod.js'
 import {syncBackoffDelay} from './sync-clock.js'
 import {applySpecChange, ephemeralSpecs} from './update.js'
 import {podGracePeriodMs, PodTermination} from './termination.js'
+import {UnseenExits} from './unseen-exits.js'
 
 export interface PodRuntimeDeps extends ContainerRuntimeDeps, Omit<PodSandboxDeps, 'dir' | 'clock' | 'pod' | 'changed'> {
   crashLoop: CrashLoopTiming
@@ -63,6 +64,8 @@ export class PodRuntime implements ContainerHost {
   private readonly wakeTimer: WakeTimer
   /** SyncPod's steps (sync-pod.ts) and their retry clock. */
   private readonly steps: PodSync
+  /** Exits the relist has not seen yet (unseen-exits.ts). */
+  readonly unseenExits: UnseenExits
 
   constructor(
     pod: V1Pod,
@@ -73,6 +76,7 @@ export class PodRuntime implements ContainerHost {
     this.loop = new SerialRunner(() => this.syncPass(), {active: () => !this.closed})
     this.wakeTimer = new WakeTimer(() => void this.kick(), {clock: this.clock})
     this.createdAt = this.clock.now()
+    this.unseenExits = new UnseenExits(this.clock, deps.sync)
     const spec = pod.spec!
     this.containers = [
       ...(spec.initContainers ?? []).map((c) => this.newContainer(c, c.restartPolicy === 'Always' ? 'sidecar' : 'init')),
@@ -87,6 +91,7 @@ export class PodRuntime implements ContainerHost {
       podGraceMs: () => this.podGraceMs(),
       stop: (c, message, graceMs) => stopContainer(this, c, message, graceMs),
       syncing: () => this.loop.running,
+      seeExits: () => this.unseenExits.seeAll(),
       clearWake: () => this.wakeTimer.cancel(),
       writeRecord: () => this.writeRecord(),
       publish: () => this.publish(),
@@ -179,10 +184,22 @@ export class PodRuntime implements ContainerHost {
   private onExit(c: ContainerState, proc: ContainerProcess, exit: ExitInfo): void {
     c.stopProbes()
     // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
-    c.exited(terminationOf(c, proc.startedAt, exit, this.sandbox.cgroup.exited(c.name)), exit.exitCode)
-    this.writeRecord()
-    this.publish()
-    void this.kick()
+    const termination = terminationOf(c, proc.startedAt, exit, this.sandbox.cgroup.exited(c.name))
+    const see = () => {
+      if (c.proc !== proc) return
+      c.exited(termination, exit.exitCode)
+      this.writeRecord()
+      this.publish()
+      void this.kick()
+    }
+    // An exit the node caused (a stop, the pod's end) is seen by the kill that waits for it; any other at the relist.
+    if (c.stopping || this.end.isTerminating || this.closed) return see()
+    this.unseenExits.add(c, see)
+  }
+
+  /** A stop acts on the container as it is: an exit the relist has not seen yet is seen now. */
+  seeExit(c: ContainerState): void {
+    this.unseenExits.seeNow(c)
   }
 
   /** After a vnode restart (adoption.ts), before any sync pass: the containers as the record and /proc found them. */

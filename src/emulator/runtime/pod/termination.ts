@@ -20,6 +20,8 @@ export interface TerminationHost {
   stop(c: ContainerState, message: string, graceMs: number): Promise<void>
   /** The sync pass under way, if any. */
   syncing(): Promise<void> | undefined
+  /** Applies the container exits the relist has not seen yet: the end acts on the containers as they are. */
+  seeExits(): void
   /** No more wake-ups of the sync loop. */
   clearWake(): void
   writeRecord(): void
@@ -62,6 +64,7 @@ export class PodTermination implements PodEnd {
     const host = this.host
     this.finished = true
     host.clearWake()
+    host.seeExits()
     await Promise.all(host.containers.filter((c) => c.kind === 'ephemeral').map((c) => host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())))
     for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())
     host.publish()
@@ -88,6 +91,7 @@ export class PodTermination implements PodEnd {
     if (this.terminating) return this.terminating
     this.finished = true
     host.clearWake()
+    host.seeExits()
     this.abort.abort()
     for (const c of host.containers) c.stopProbes({keepReadiness: true})
     // The kubelet's container deletor removed the older dead instances of a container when it saw its newest die.
