@@ -268,6 +268,16 @@ describe('getPhase', () => {
     expect(getPhase(p(policy as string), [], statuses as V1ContainerStatus[], false)).toBe(phase)
   })
 
+  test('a running sidecar keeps a finished pod Running (it counts as running); stopped, it has no say', () => {
+    const job = pod({restartPolicy: 'Never', initContainers: [{name: 'side', image: 'img', restartPolicy: 'Always'}]})
+    expect(getPhase(job, [running('side')], [exited('app', 0)], false)).toBe('Running')
+    expect(getPhase(job, [exited('side', 0)], [exited('app', 0)], false)).toBe('Succeeded')
+    expect(getPhase(job, [exited('side', 143)], [exited('app', 0)], false)).toBe('Succeeded')
+    // Not yet started: Pending until a regular container has run; a sidecar missing from the report is unknown.
+    expect(getPhase(job, [{...running('side'), started: false}], [], false)).toBe('Pending')
+    expect(getPhase(job, [], [running('app')], false)).toBe('Pending')
+  })
+
   test('a failed init container with restartPolicy Never fails the pod', () => {
     expect(getPhase(p('Never', true), [exited('i', 1)], [{name: 'app', image: 'img', imageID: '', ready: false, restartCount: 0, state: {waiting: {reason: 'PodInitializing'}}}], false)).toBe('Failed')
   })

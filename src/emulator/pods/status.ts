@@ -11,7 +11,7 @@ import {
   type PodPhase,
 } from './status-conditions.js'
 import type {V1Container, V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus} from '@kubernetes/client-node'
-import {SandboxWaitingReason} from '../provider/handler.js'
+import {SandboxKilledReason, SandboxWaitingReason} from '../provider/handler.js'
 import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../provider/pod-defaults.js'
 
 /**
@@ -181,8 +181,6 @@ function terminateAll(statuses: V1ContainerStatus[], now: Date, which: (s: V1Con
   })
 }
 
-const hasLastState = (s: V1ContainerStatus) => !!(s.lastState?.terminated || s.lastState?.running || s.lastState?.waiting)
-
 /**
  * SyncPod's isTerminal, from the provider's last report: a pod-level
  * terminal phase, or every container reported and the phase they give is
@@ -198,55 +196,67 @@ export function reportIsTerminal(pod: V1Pod, reported: V1PodStatus | undefined):
   return isTerminalPhase(getPhase(pod, reported.initContainerStatuses ?? [], statuses, false))
 }
 
-/** getPhase (kubelet_pods.go). */
+/**
+ * getPhase (kubelet_pods.go, v1.34, ContainerRestartRules off): regular init containers hold the pod Pending until
+ * each has exited 0; a running sidecar counts as a running container (so a Job's pod stays Running while its sidecar
+ * runs), a stopped one not at all; a sidecar not yet started holds the pod Pending only until it has initialized.
+ */
 export function getPhase(pod: V1Pod, initStatuses: V1ContainerStatus[], statuses: V1ContainerStatus[], podIsTerminal: boolean): PodPhase {
   const spec = pod.spec!
   const restartPolicy = spec.restartPolicy ?? 'Always'
-  let pendingInit = 0
+  let pendingRegularInit = 0
+  let pendingSidecars = 0
   let failedInit = 0
-  let waiting = 0
-  for (const c of spec.initContainers ?? []) {
-    const s = initStatuses.find((x) => x.name === c.name)
-    if (!s) {
-      pendingInit++
-      continue
-    }
-    if (isSidecar(c)) {
-      if (s.state?.running && s.started !== true) pendingInit++
-      else if (s.state?.waiting && !hasLastState(s)) {
-        pendingInit++
-        waiting++
-      }
-      continue
-    }
-    if (s.state?.running) pendingInit++
-    else if (s.state?.terminated && s.state.terminated.exitCode !== 0) failedInit++
-    else if (s.state?.waiting) {
-      if (s.lastState?.terminated && s.lastState.terminated.exitCode !== 0) failedInit++
-      else if (!hasLastState(s)) pendingInit++
-    }
-  }
   let unknown = 0
   let running = 0
+  let waiting = 0
   let stopped = 0
   let succeeded = 0
+  for (const c of spec.initContainers ?? []) {
+    if (isSidecar(c)) continue
+    const s = initStatuses.find((x) => x.name === c.name)
+    if (!s || s.state?.running) pendingRegularInit++
+    else if (s.state?.terminated) {
+      if (s.state.terminated.exitCode !== 0) failedInit++
+    } else if (s.state?.waiting) {
+      if (s.lastState?.terminated) {
+        if (s.lastState.terminated.exitCode !== 0) failedInit++
+      } else pendingRegularInit++
+    } else pendingRegularInit++
+  }
+  for (const c of spec.initContainers ?? []) {
+    if (!isSidecar(c)) continue
+    const s = initStatuses.find((x) => x.name === c.name)
+    if (!s) unknown++
+    else if (s.state?.running) {
+      if (s.started !== true) pendingSidecars++
+      running++
+    } else if (s.state?.terminated) {
+      // A stopped sidecar has no say in the phase.
+    } else if (s.state?.waiting) {
+      if (!s.lastState?.terminated) {
+        pendingSidecars++
+        waiting++
+      }
+    } else {
+      pendingSidecars++
+      unknown++
+    }
+  }
   for (const c of spec.containers) {
     const s = statuses.find((x) => x.name === c.name)
-    if (!s) {
-      unknown++
-      continue
-    }
-    if (s.state?.running) running++
+    if (!s) unknown++
+    else if (s.state?.running) running++
     else if (s.state?.terminated) {
       stopped++
       if (s.state.terminated.exitCode === 0) succeeded++
     } else if (s.state?.waiting) {
-      if (hasLastState(s)) stopped++
+      if (s.lastState?.terminated) stopped++
       else waiting++
     } else unknown++
   }
   if (failedInit > 0 && restartPolicy === 'Never') return 'Failed'
-  if ((pendingInit > 0 && !hasAnyRegularContainerStarted(statuses)) || waiting > 0) return 'Pending'
+  if (pendingRegularInit > 0 || (pendingSidecars > 0 && !hasAnyRegularContainerStarted(statuses)) || waiting > 0) return 'Pending'
   if (running > 0 && unknown === 0) return 'Running'
   if (running === 0 && stopped > 0 && unknown === 0) {
     if (podIsTerminal) return stopped === succeeded ? 'Succeeded' : 'Failed'
@@ -274,7 +284,9 @@ export function buildPodStatus(input: StatusInput): V1PodStatus {
   const {pod, reported, nodeIP} = input
   // The provider holds the sandbox back (its volumes are not mounted): no PodReadyToStartContainers, no IP.
   const holdsSandbox = !!reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxWaitingReason)
-  const sandboxReady = input.sandboxReady && !holdsSandbox
+  // Or it killed the sandbox before the pod terminated (a finished pod's sidecars went with it): no longer ready.
+  const sandboxKilled = !!reported?.conditions?.some((c) => c.type === 'PodReadyToStartContainers' && c.reason === SandboxKilledReason)
+  const sandboxReady = input.sandboxReady && !holdsSandbox && !sandboxKilled
   const now = toSeconds(input.now)
   const apiStatus = pod.status ?? {}
   const previous = input.previous ?? apiStatus
