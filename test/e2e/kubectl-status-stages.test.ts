@@ -47,9 +47,13 @@ describeE2e('kubectl: the stages of a pod’s end', () => {
     await f.noProcess(marker)
   })
 
-  test('a sidecar job: the main container ended with the sidecar still running (pod Running), then both ended and Succeeded', async () => {
+  test('a sidecar job: the main container ended with the sidecar running (pod Running, not ready), then the sidecar and the sandbox gone (phase held), then Succeeded', async () => {
     const marker = uniqueName('sidejob')
-    const w = f.watch('sidejob', ['-o', `jsonpath={.status.phase}|{.status.containerStatuses[0].state.terminated.reason}|{.status.initContainerStatuses[0].state.terminated.reason}{"\\n"}`])
+    const ready = '{.status.conditions[?(@.type=="Ready")].reason}'
+    const w = f.watch('sidejob', [
+      '-o',
+      `jsonpath={.status.phase}|{.status.containerStatuses[0].state.terminated.reason}|{.status.initContainerStatuses[0].state.terminated.reason}|${sandboxReady}|${ready}{"\\n"}`,
+    ])
     await f.create({
       metadata: {name: 'sidejob'},
       spec: {
@@ -61,9 +65,14 @@ describeE2e('kubectl: the stages of a pod’s end', () => {
     })
     await w.waitLine((l) => l.startsWith('Succeeded|'), 'Succeeded')
     const lines = [...w.lines]
-    const mainEnded = indexOf(lines, /^Running\|Completed\|$/)
-    const done = indexOf(lines, /^Succeeded\|Completed\|Completed$/)
-    expect(mainEnded).toBeLessThan(done)
+    // The running sidecar keeps the pod Running (the kubelet's getPhase counts it): not ready as any Running pod
+    // with a container down, not yet completed.
+    const mainEnded = indexOf(lines, /^Running\|Completed\|\|True\|ContainersNotReady$/)
+    // The sync kills the sidecar with the sandbox (KillPod); the phase waits for the pod to be terminated.
+    const killed = indexOf(lines, /^Running\|Completed\|Completed\|False\|PodCompleted$/)
+    const done = indexOf(lines, /^Succeeded\|Completed\|Completed\|False\|PodCompleted$/)
+    expect(mainEnded).toBeLessThan(killed)
+    expect(killed).toBeLessThan(done)
     await kubectl(['delete', 'pod', 'sidejob', '-n', f.ns, '--wait=false'])
     await f.gone('sidejob')
     await f.noProcess(marker)

@@ -96,7 +96,9 @@ describeE2e('kubectl: termination', () => {
     expect(await f.jsonpath('deadline', '{.status.containerStatuses[0].state.terminated.exitCode}/{.status.containerStatuses[0].state.terminated.reason}')).toBe('143/Error')
     expect(await f.row('deadline')).toMatchObject({ready: '0/1', status: 'Error', restarts: 0})
     await f.noProcess(marker)
-    await f.waitDescribe('deadline', /DeadlineExceeded\s+.*Pod was active on the node longer than the specified deadline/)
+    // Said each time the pod's status is generated past the deadline, as the kubelet's activeDeadlineHandler does: the
+    // sync that finds it, the kill's start and end, the terminated sync.
+    await f.waitDescribe('deadline', /DeadlineExceeded\s+\S+ \(x4 over \S+\)\s+\S+\s+Pod was active on the node longer than the specified deadline/)
     await kubectl(['delete', 'pod', 'deadline', '-n', f.ns])
     await f.gone('deadline')
   })

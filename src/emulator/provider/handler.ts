@@ -8,6 +8,8 @@ import type {PodLookup} from './logs.js'
 
 /** The reported condition reason by which a provider holds back the pod's sandbox (see PodLifecycleHandler). */
 export const SandboxWaitingReason = 'WaitingForVolumes'
+/** The reported condition reason by which a provider says the pod's sandbox is gone while the pod is not yet terminated. */
+export const SandboxKilledReason = 'SandboxKilled'
 
 /**
  * What the pod core asks of whatever runs pods. Every pod handed over is a
@@ -22,7 +24,10 @@ export const SandboxWaitingReason = 'WaitingForVolumes'
  * A provider whose pod cannot have its sandbox yet (the kubelet makes it only
  * once the pod's volumes are mounted) says so with a PodReadyToStartContainers
  * condition False with reason SandboxWaitingReason: PodReadyToStartContainers
- * stays False and the pod gets no IP until it stops saying so.
+ * stays False and the pod gets no IP until it stops saying so. One whose
+ * sandbox went before the pod terminated (the kubelet kills it with the pod's
+ * sidecars once its regular containers are done) says so with reason
+ * SandboxKilledReason: PodReadyToStartContainers is False from then on.
  */
 export interface PodLifecycleHandler {
   /** Start running the pod. Returns once started (not once ready). */

@@ -21,6 +21,7 @@ import {defaultWaiting, PodStatusReporter, podStatus, unseenStarts, type PodOutc
 import {podRecord, writePodRecord, type PodRecord, type RestoredContainer} from './record.js'
 import {restoreContainers} from './adoption.js'
 import {PodSync} from './sync-pod.js'
+import {DeadlineExceededMessage, DeadlineExceededReason} from './pod-actions.js'
 import {syncBackoffDelay} from './sync-clock.js'
 import {applySpecChange, ephemeralSpecs} from './update.js'
 import {podGracePeriodMs, PodTermination} from './termination.js'
@@ -95,6 +96,9 @@ export class PodRuntime implements ContainerHost {
       clearWake: () => this.wakeTimer.cancel(),
       writeRecord: () => this.writeRecord(),
       publish: () => this.publish(),
+      statusGenerated: () => {
+        if (this.outcome?.reason === DeadlineExceededReason) this.podEvent('Normal', EventReason.DeadlineExceeded, DeadlineExceededMessage)
+      },
     })
     this.reports = new PodStatusReporter(this, (pod) => deps.notify(pod))
     this.steps = new PodSync(this)
@@ -114,6 +118,14 @@ export class PodRuntime implements ContainerHost {
 
   get isTerminating(): boolean {
     return this.end.isTerminating
+  }
+
+  get sandboxReleased(): boolean {
+    return this.end.sandboxReleased
+  }
+
+  get killingPod(): boolean {
+    return this.end.killingPod
   }
 
   /** Starts the pod; resolves after the first sync pass (started, not ready) once the relist has seen its starts. */

@@ -1,6 +1,6 @@
 import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import type {Clock, ClockTimer} from '../../../common/clock.js'
-import {SandboxWaitingReason} from '../../provider/handler.js'
+import {SandboxKilledReason, SandboxWaitingReason} from '../../provider/handler.js'
 import type {ContainerState} from '../container/state.js'
 import type {PodSandbox} from '../sandbox/pod-sandbox.js'
 
@@ -18,6 +18,10 @@ export interface PodStatusSource {
   readonly sandbox: PodSandbox
   readonly clock: Clock
   readonly outcome: PodOutcome | undefined
+  /** The sandbox is gone (termination.ts): the pod is not ready to start containers. */
+  readonly sandboxReleased: boolean
+  /** The pod is being killed with its sidecars (termination.ts finish): reports wait for the kill's end. */
+  readonly killingPod: boolean
   /** Closed: nothing is reported any more. */
   readonly closed: boolean
 }
@@ -46,8 +50,10 @@ export function podStatus(src: Omit<PodStatusSource, 'closed'>): V1PodStatus {
   sandbox.cgroup.reportResources(pod, status, (name) => containers.find((c) => c.name === name)?.running ?? false)
   if (src.outcome) Object.assign(status, src.outcome)
   Object.assign(status, sandbox.net.statusFields())
-  // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP).
-  if (!sandbox.volumes && sandbox.mountFailures > 0) {
+  if (src.sandboxReleased) {
+    status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxKilledReason}]
+  } else if (!sandbox.volumes && sandbox.mountFailures > 0) {
+    // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP).
     status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxWaitingReason}]
   }
   return status
@@ -77,7 +83,7 @@ export class PodStatusReporter {
   }
 
   publish(): void {
-    if (this.src.closed) return
+    if (this.src.closed || this.src.killingPod) return
     const pod = this.snapshot()
     const text = JSON.stringify(pod.status)
     if (text === this.lastNotified) return

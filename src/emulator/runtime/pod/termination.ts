@@ -26,6 +26,12 @@ export interface TerminationHost {
   clearWake(): void
   writeRecord(): void
   publish(): void
+  /**
+   * The pod's status is generated again (the kubelet's terminating sync, at its start and end, and its terminated
+   * sync): a pod past its active deadline says so each time (activeDeadlineHandler records DeadlineExceeded
+   * whenever generateAPIPodStatus asks it).
+   */
+  statusGenerated(): void
 }
 
 /**
@@ -41,6 +47,9 @@ export class PodTermination implements PodEnd {
   private terminating: Promise<void> | undefined
   /** The pod is being deleted (podDeleted was applied). */
   private deleted = false
+  private released: Promise<void> | undefined
+  /** finish() kills the pod with its sidecars (KillPod): nothing is reported until it is over. */
+  killingPod = false
   private readonly abort = new AbortController()
 
   constructor(private readonly host: TerminationHost) {}
@@ -59,15 +68,36 @@ export class PodTermination implements PodEnd {
     return this.terminating
   }
 
-  /** Nothing more will start: stop the ephemeral containers, then the sidecars (reverse order), and settle. */
+  /**
+   * Nothing more will start: stop the ephemeral containers, then the sidecars (reverse order), and settle. A pod whose
+   * sidecars were running loses its sandbox with them: the kubelet's sync kills the pod (KillPod) when its regular
+   * containers are done and a sidecar still runs, where a pod with nothing running is terminal at once.
+   */
   async finish(): Promise<void> {
     const host = this.host
     this.finished = true
     host.clearWake()
     host.seeExits()
-    await Promise.all(host.containers.filter((c) => c.kind === 'ephemeral').map((c) => host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())))
-    for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())
+    const sidecarsRan = host.containers.some((c) => c.kind === 'sidecar' && c.running)
+    // KillPod's effects are seen together by the sync after it: its stopped sidecars with the sandbox gone.
+    this.killingPod = sidecarsRan
+    try {
+      await Promise.all(host.containers.filter((c) => c.kind === 'ephemeral').map((c) => host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())))
+      for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, host.podGraceMs())
+      if (sidecarsRan && !this.terminating) await this.releaseSandbox()
+    } finally {
+      this.killingPod = false
+    }
     host.publish()
+  }
+
+  /** The sandbox is gone (released once, by the first of finish and terminate to need it). */
+  get sandboxReleased(): boolean {
+    return this.released !== undefined
+  }
+
+  private releaseSandbox(): Promise<void> {
+    return (this.released ??= this.host.sandbox.release())
   }
 
   /**
@@ -93,6 +123,7 @@ export class PodTermination implements PodEnd {
     host.clearWake()
     host.seeExits()
     this.abort.abort()
+    host.statusGenerated()
     for (const c of host.containers) c.stopProbes({keepReadiness: true})
     // The kubelet's container deletor removed the older dead instances of a container when it saw its newest die.
     const endedBefore = new Set(host.containers.filter((c) => !c.running))
@@ -102,9 +133,11 @@ export class PodTermination implements PodEnd {
       await Promise.all(host.containers.filter((c) => c.kind !== 'sidecar').map((c) => host.stop(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, graceLeft())
       await Promise.all(host.containers.map((c) => c.stopping))
+      host.statusGenerated()
       // The pod core's TerminatePod decides which of the containers that never ran count as lost.
       for (const c of host.containers) c.podTerminated({endedBefore: endedBefore.has(c)})
-      await host.sandbox.release()
+      await this.releaseSandbox()
+      host.statusGenerated()
       host.writeRecord()
       host.publish()
     })()
