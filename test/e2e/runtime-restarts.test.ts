@@ -221,6 +221,25 @@ describeE2e('runtime: a start is reported at the relist that sees it', () => {
     expect(Date.now()).toBeGreaterThanOrEqual(relist)
   }, 30_000)
 
+  test('the init container after a sidecar starts once the relist has seen the sidecar run, not with it', async () => {
+    await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
+    const t0 = Date.now()
+    await h.run({
+      metadata: {name: 'chain'},
+      spec: {
+        terminationGracePeriodSeconds: 2,
+        initContainers: [{...nodeContainer('side', 'setInterval(()=>{},1000)'), restartPolicy: 'Always'}, nodeContainer('next', 'process.exit(0)')],
+        containers: [nodeContainer('app', 'setInterval(()=>{},1000)')],
+      },
+    })
+    const next = await h.waitContainer('chain', 'next', (c) => !!c.state?.terminated, 'next ended', 20_000)
+    const seen = (Math.floor(t0 / relistPeriodMs) + 1) * relistPeriodMs
+    // startedAt has second precision; the relist is on a whole second.
+    expect(new Date(next.state!.terminated!.startedAt!).getTime()).toBeGreaterThanOrEqual(seen)
+    expect(new Date(h.container('chain', 'side')!.state!.running!.startedAt!).getTime()).toBeLessThan(seen)
+    await h.provider.deletePod(structuredClone(h.latest.get('chain')!), 2)
+  }, 30_000)
+
   test('an exit is reported at the relist that sees it (the container running until then); an exit a stop caused, at once', async () => {
     await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
     const t0 = Date.now()

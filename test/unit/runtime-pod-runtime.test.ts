@@ -141,12 +141,18 @@ describe('PodRuntime without an API server: bare processes', () => {
     expect(events.filter((e) => e.reason === 'Started').map((e) => e.fieldPath)).toEqual(['spec.initContainers{setup}'])
   })
 
-  test("a sidecar starts in its init containers' place and the regular container starts on the same sync once it runs", async () => {
+  test("a sidecar starts in its init containers' place and the regular container on the sync after the relist that sees it run", async () => {
     const p = pod('sidecar', 'sleep 30', {initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}]})
-    const {rt, events} = runtime(p)
+    const {rt, events} = runtime(p, undefined, {relistPeriodMs: 400, syncBackoffMs: 100, jitter: 0})
     open.push(rt)
+    const before = Date.now()
     await rt.start()
+    await until('app running', () => app(rt).state?.running)
     expect(events.filter((e) => e.reason === 'Started').map((e) => e.fieldPath)).toEqual(['spec.initContainers{proxy}', 'spec.containers{app}'])
+    const proxyAt = new Date(rt.status().initContainerStatuses![0].state!.running!.startedAt!).getTime()
+    expect(proxyAt).toBeLessThan(Math.ceil((before + 1) / 400) * 400 + 400)
+    // Not with the sidecar: once the relist after its start has seen it.
+    expect(new Date(app(rt).state!.running!.startedAt!).getTime()).toBeGreaterThanOrEqual(Math.ceil((proxyAt + 1) / 400) * 400)
     expect(rt.status().initContainerStatuses![0].state?.running).toBeDefined()
     expect(app(rt).state?.running).toBeDefined()
   })
@@ -176,7 +182,8 @@ describe('PodRuntime without an API server: bare processes', () => {
     const {rt, events} = runtime(p)
     open.push(rt)
     await rt.start()
-    const first = app(rt).containerID
+    // The regular container starts once the relist has seen the sidecar run.
+    const first = (await until('app running', () => (app(rt).state?.running ? app(rt) : undefined))).containerID
     const annotate = (value: string): V1Pod => ({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: value}}})
     await rt.update(annotate('app:1'))
     const again = await until('app running again', () => (app(rt).state?.running && app(rt).containerID !== first ? app(rt) : undefined))

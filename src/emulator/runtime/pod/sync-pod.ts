@@ -123,6 +123,10 @@ export class PodSync {
       }
       await this.maybeStart(c)
       if (c.kind !== 'sidecar' || !c.running || !c.started) return false
+      // The next one waits for the relist that sees the sidecar run (the kubelet's next sync comes with its
+      // ContainerStarted event): a sidecar is never started with its successor in one sync.
+      const now = p.clock.now()
+      if (!c.observed(now)) return (p.wake(c.unobserved!.until + 1), false)
     }
   }
 
