@@ -89,7 +89,7 @@ function create(host: ContainerHost, c: ContainerState, config: ContainerConfig)
   host.event(c, 'Normal', EventReason.CreatedContainer, `Created container: ${c.name}`)
 }
 
-/** Steps 5 and 6: the container's cgroup and the process placed in it before its program runs; a StartError fails the sync. */
+/** Steps 5 and 6: the container's cgroup and the process placed in it before its program runs; any error fails the start and the sync. */
 async function spawn(host: ContainerHost, c: ContainerState, config: ContainerConfig): Promise<ContainerProcess | undefined> {
   const {deps, sandbox, pod} = host
   try {
@@ -119,9 +119,11 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
             }
           : undefined,
     })
-  } catch (error) {
+  } catch (thrown) {
     sandbox.cgroup.discard(c.name)
-    if (!(error instanceof StartError)) throw error
+    // Whatever failed once the instance was created (its cgroup, its pipes, the spawn) fails its start, as any error of
+    // the runtime's StartContainer does on a kubelet: the instance ends with StartError, never half-counted.
+    const error = thrown instanceof StartError ? thrown : new StartError(thrown instanceof Error ? thrown.message : String(thrown))
     const now = new Date(host.clock.now())
     host.event(c, 'Warning', EventReason.FailedToStartContainer, `Error: ${error.message}`)
     // The sync failed: a container that will be restarted waits with the runtime's error until the next sync, then backs off.
