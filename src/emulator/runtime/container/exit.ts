@@ -3,7 +3,8 @@ import {constants} from 'node:os'
 import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../../provider/pod-defaults.js'
 import {OOMKilledReason} from '../cgroups/pod-cgroup.js'
 import type {ExitInfo} from '../process/process-spec.js'
-import type {ContainerState, Termination} from './state.js'
+import type {Termination} from './fields.js'
+import type {ContainerState} from './state.js'
 import {readLogTail} from '../logs/reader.js'
 
 /** The kubelet reads at most this much of a termination message file. */

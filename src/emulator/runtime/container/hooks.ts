@@ -3,7 +3,7 @@ import type {ContainerProcess} from '../process/container-process.js'
 import {runHook, type HandlerContext, type HandlerOutcome} from '../probes/handlers.js'
 import type {StopDeadline} from './stop-deadline.js'
 import {podDesc} from '../../../common/pods.js'
-import type {Waiting} from './state.js'
+import type {Waiting} from './fields.js'
 
 /** The kubelet's message for a failed postStart hook (lifecycle/handlers.go), which the container's waiting state carries. */
 function hookErrorMessage(handler: NonNullable<V1Lifecycle['postStart']>, container: string, pod: V1Pod, r: HandlerOutcome): string {
