@@ -10,6 +10,9 @@ import {StopDeadline} from './stop-deadline.js'
 // The container's door: what it knows is named in fields.ts.
 export type {ContainerKind, Termination, Waiting} from './fields.js'
 
+/** The reasons a container waits with when its last start failed: the runtime's error, a failed postStart hook. */
+export const StartFailedReasons: ReadonlySet<string> = new Set(['RunContainerError', 'PostStartHookError'])
+
 /**
  * The runtime's knowledge of one container of a pod, across its instances.
  * What it knows is read anywhere and changed only by the transitions below.
@@ -21,7 +24,7 @@ export type {ContainerKind, Termination, Waiting} from './fields.js'
  *   running                                       --postStart fails-->     running, then waiting PostStartHookError (waitAfterExit)
  *   running                                       --process exits-->       running until its relist sees it (pod/unseen-exits.ts),
  *                                                                            then terminated (exited); a stop's exit at once
- *   terminated                                    --back-off-->            terminated until the next sync (cacheReason), then
+ *   terminated                                    --back-off-->            terminated until the next sync (foundInBackOff), then
  *                                                                            waiting CrashLoopBackOff (syncBegins), then created again
  *   terminated                                    --will not restart-->    terminated, no reason (clearWaiting)
  *   waiting, terminated                           --pod deleted-->         no reason: ContainerCreating, or its last instance (podDeleted)
@@ -216,6 +219,17 @@ export class ContainerState {
   /** A sync found it kept from starting: it waits with this reason from the next sync on (see syncReason). */
   cacheReason(waiting: Waiting): void {
     this.s.syncReason = waiting
+  }
+
+  /**
+   * A sync found it in back-off (CrashLoopBackOff): shown from the next sync (cacheReason). A container its probe
+   * killed was found in back-off by the sync that killed it, whose reason the sync after the kill shows: this one.
+   * One whose start failed shows it at once: its next start fails within the sync that would show it, where the
+   * kubelet writes the status before the start (and the start's own error from the sync after).
+   */
+  foundInBackOff(waiting: Waiting): void {
+    if (this.killedToRestart || (this.waiting !== undefined && StartFailedReasons.has(this.waiting.reason))) this.waitWith(waiting)
+    else this.cacheReason(waiting)
   }
 
   /** A sync begins: what the sync before it found is shown now, for a container that does not run (a later sync finds it again). */

@@ -1,10 +1,9 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import type {ContainerState} from '../container/state.js'
+import {StartFailedReasons, type ContainerState} from '../container/state.js'
 
 /** Waiting reasons of a container that could not be created on a sync: retried on the next sync, not under CrashLoopBackOff. */
 const SyncRetryReasons = new Set(['CreateContainerConfigError', 'CreateContainerError', 'ErrImageNeverPull'])
 /** A start that failed (the runtime's error): the next sync comes on the pod worker's back-off, and then the crash-loop back-off applies. */
-const StartFailedReasons = new Set(['RunContainerError', 'PostStartHookError'])
 
 export const DeadlineExceededReason = 'DeadlineExceeded'
 export const DeadlineExceededMessage = 'Pod was active on the node longer than the specified deadline'
@@ -48,11 +47,6 @@ export type ContainerStep =
   | {action: 'start'; container: ContainerState}
   /** A regular container that will not run again: it shows its termination, with no reason to wait. */
   | {action: 'settle'; container: ContainerState}
-
-/** The container waits because its last start failed (the runtime's error, a failed postStart hook). */
-export function startFailed(c: ContainerState): boolean {
-  return c.waiting !== undefined && StartFailedReasons.has(c.waiting.reason)
-}
 
 /** Whether a start of the container may go ahead now: it may wait for a config retry or a crash-loop back-off. */
 export type StartGate =

@@ -7,7 +7,7 @@ import {podDesc} from '../../../common/pods.js'
 import type {ContainerState} from '../container/state.js'
 import {containerLogDir} from '../logs/layout.js'
 import {EvictedReason, EvictionGracePeriodSeconds, LocalStorageCheck} from './eviction.js'
-import {computeInitAction, computePodActions, DeadlineExceededMessage, DeadlineExceededReason, podCompleted, startFailed, startGate, type ObservedPod} from './pod-actions.js'
+import {computeInitAction, computePodActions, DeadlineExceededMessage, DeadlineExceededReason, podCompleted, startGate, type ObservedPod} from './pod-actions.js'
 import type {PodOutcome} from './pod-status.js'
 import {nextRelist, syncBackoffDelay} from './sync-clock.js'
 import type {PodTermination} from './termination.js'
@@ -141,12 +141,8 @@ export class PodSync {
       // on the worker's back-off, not when the back-off ends (pod_workers.go).
       p.event(c, 'Warning', EventReason.BackOffStartContainer, `Back-off restarting failed container ${c.name} in pod ${podDesc(p.pod)}`)
       const waiting = {reason: 'CrashLoopBackOff', message: `back-off ${goDuration(c.backoff.currentMs)} restarting failed container=${c.name} pod=${podDesc(p.pod)}`}
-      // The status shows it from the next sync (the kubelet's reason cache). A container its probe killed was
-      // found in back-off by the sync that killed it, whose reason the sync after the kill shows: this one. One
-      // whose start failed shows it at once: its next start fails within the sync that would show it, where the
-      // kubelet writes the status before the start (and the start's own error from the sync after).
-      if (c.killedToRestart || startFailed(c)) c.waitWith(waiting)
-      else c.cacheReason(waiting)
+      // The status shows it from the next sync, or at once (container/state.ts foundInBackOff).
+      c.foundInBackOff(waiting)
       return p.wake(now + syncBackoffDelay(p.deps.sync))
     }
     if (gate.backOffFrom !== undefined) c.backoff.restarted(gate.backOffFrom, now)
