@@ -115,6 +115,29 @@ describe('StatusManager on a fake clock', () => {
     sm.stop()
   })
 
+  test('writeNow writes nothing for a pod deleted with no grace: the API removes it at once', async () => {
+    const clock = new FakeClock()
+    const {core, patches} = fakeCore(clock)
+    const sm = manager(clock, core, () => true)
+    const p = pod('a')
+    sm.track(p)
+    sm.setReported('uid-a', running)
+    await clock.advance(DefaultTransitionHoldMs)
+    expect(patches).toHaveLength(1)
+    sm.track({...p, metadata: {...p.metadata, deletionTimestamp: new Date(clock.now()), deletionGracePeriodSeconds: 0}})
+    // A change is pending (the kill's start sees the container's status change): still nothing is written.
+    sm.setReported('uid-a', {containerStatuses: [{...running.containerStatuses[0], ready: false}]})
+    sm.writeNow('uid-a')
+    await settle()
+    expect(patches).toHaveLength(1)
+    // As before, the API's own removal comes first and ends the entry, with its pending write.
+    sm.remove('uid-a')
+    await clock.advance(DefaultTransitionHoldMs)
+    expect(patches).toHaveLength(1)
+    expect(clock.pending).toBe(0)
+    sm.stop()
+  })
+
   test('a deleted pod whose container never ran: first its sandbox gone with the container still waiting (Pending), then TerminatePod (lost, Failed), then the DELETE', async () => {
     const clock = new FakeClock()
     const {core, patches, deletes} = fakeCore(clock)

@@ -28,6 +28,11 @@ export const DefaultStatusRetryMaxMs = 10_000
  */
 export const DefaultStatusReconcileMs = 5_000
 
+/** Deleted with no grace: the API removes the object at once, so there is nothing to write the kill's start to. */
+function isForceDeleted(pod: V1Pod): boolean {
+  return !!pod.metadata?.deletionTimestamp && pod.metadata.deletionGracePeriodSeconds === 0
+}
+
 const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
 
 export interface StatusManagerHooks {
@@ -221,7 +226,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
    */
   writeNow(uid: string): void {
     const e = this.entries.get(uid)
-    if (!e || this.stopped) return
+    if (!e || this.stopped || isForceDeleted(e.pod)) return
     e.unheld = true
     // Built now (flush builds before its first wait): what the action changes from here on is not in it, unless the
     // client's rate limit holds the write back (a throttled write is built again when its turn comes).
