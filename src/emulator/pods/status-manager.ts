@@ -228,8 +228,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const e = this.entries.get(uid)
     if (!e || this.stopped || isForceDeleted(e.pod)) return
     e.unheld = true
-    // Built now (flush builds before its first wait): what the action changes from here on is not in it, unless the
-    // client's rate limit holds the write back (a throttled write is built again when its turn comes).
+    // Built now when no write is under way (flush builds before its first wait): what the action changes from here
+    // on is not in it, unless a write in flight or the client's rate limit holds it back (it is built when its turn comes).
     void this.flush(e)
   }
 
