@@ -50,12 +50,10 @@ export function podStatus(src: Omit<PodStatusSource, 'closed'>): V1PodStatus {
   sandbox.cgroup.reportResources(pod, status, (name) => containers.find((c) => c.name === name)?.running ?? false)
   if (src.outcome) Object.assign(status, src.outcome)
   Object.assign(status, sandbox.net.statusFields())
-  if (!sandbox.volumes && sandbox.mountFailures > 0) {
-    // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP), to the end.
-    status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxWaitingReason}]
-  } else if (src.sandboxReleased) {
-    status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: SandboxKilledReason}]
-  }
+  // The kubelet creates the sandbox only once the volumes are mounted: until then, none (and no IP), to the end.
+  // A sandbox that went before the pod terminated (a finished pod's sidecars went with it) is not ready either.
+  const held = !sandbox.volumes && sandbox.mountFailures > 0 ? SandboxWaitingReason : src.sandboxReleased ? SandboxKilledReason : undefined
+  if (held) status.conditions = [...(status.conditions ?? []).filter((c) => c.type !== 'PodReadyToStartContainers'), {type: 'PodReadyToStartContainers', status: 'False', reason: held}]
   return status
 }
 
