@@ -175,6 +175,35 @@ describe('PodRuntime without an API server: bare processes', () => {
     expect(rt.quiet).toBe(true)
   })
 
+  test("a delete during a sync's kill lets that kill keep its grace, then terminates (the kubelet's SyncPod is not cancelled); its own stops get the whole grace", async () => {
+    const p = pod('killed-twice', 'trap "" TERM; while :; do sleep 0.05; done', {
+      terminationGracePeriodSeconds: 4,
+      containers: [
+        {name: 'app', image: 'busybox', command: ['/bin/sh', '-c', 'trap "" TERM; while :; do sleep 0.05; done']},
+        {name: 'other', image: 'busybox', command: ['/bin/sh', '-c', 'trap "" TERM; while :; do sleep 0.05; done']},
+      ],
+    })
+    const {rt, events} = runtime(p)
+    open.push(rt)
+    await rt.start()
+    await until('both running', () => rt.status().containerStatuses!.every((c) => c.state?.running) || undefined)
+    await rt.update({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: 'app:1'}}})
+    await until('the restart kill', () => events.some((e) => e.reason === 'Killing'))
+    const killedAt = Date.now()
+    await rt.terminate(0)
+    const took = Date.now() - killedAt
+    // The restart's kill waited out its 4 s; the termination's own kill of the other container came after it, with
+    // at least the 2 s minimum from its SIGTERM.
+    expect(took).toBeGreaterThanOrEqual(4_000 + MinimumKillGraceMs - 100)
+    expect(took).toBeLessThan(4_000 + MinimumKillGraceMs + 3_000)
+    expect(events.filter((e) => e.reason === 'Killing').map((e) => [e.message, e.fieldPath])).toEqual([
+      ['Container app restart requested (vnode.dev/restart=app:1), will be restarted', 'spec.containers{app}'],
+      ['Stopping container other', 'spec.containers{other}'],
+    ])
+    expect(app(rt).restartCount).toBe(0)
+    expect(rt.quiet).toBe(true)
+  })
+
   test('a changed restart annotation restarts the container it names as a changed definition does: Killing, the grace, restartCount + 1, no back-off', async () => {
     const p = pod('restarted', 'trap "exit 0" TERM; while :; do sleep 0.05; done', {
       initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}],

@@ -51,6 +51,15 @@ export class PodTermination implements PodEnd {
   /** finish() kills the pod with its sidecars (KillPod): nothing is reported until it is over. */
   killingPod = false
   private readonly abort = new AbortController()
+  /**
+   * The kills under way when the pod began to terminate (a failed liveness or startup probe's, finish()'s sidecars):
+   * the kubelet made them in a SyncPod, which its pod worker does not cancel (kubelet.go runs the runtime's SyncPod
+   * WithoutCancel), so they keep their own grace and the termination begins after them. Only the termination's own
+   * stops move closer when a delete shortens the grace.
+   */
+  private killsBefore: Set<Promise<void>> | undefined
+  /** The shortest grace asked for (ms). */
+  private graceMs = Infinity
 
   constructor(private readonly host: TerminationHost) {}
 
@@ -102,16 +111,19 @@ export class PodTermination implements PodEnd {
 
   /**
    * Terminates the pod: regular (and running init) containers in parallel,
-   * then sidecars in reverse order, all within gracePeriodSeconds; then the
-   * sandbox is released. Called again with a shorter grace, the deadline
-   * moves closer. A deleted pod's containers no longer show what kept them
-   * from starting, from the call on (podDeleted).
+   * then sidecars in reverse order, all within gracePeriodSeconds, once the
+   * kills under way have ended; then the sandbox is released. Called again
+   * with a shorter grace, the deadline of its own stops moves closer. A
+   * deleted pod's containers no longer show what kept them from starting,
+   * from the call on (podDeleted).
    */
   terminate(gracePeriodSeconds: number, {deleted = false}: {deleted?: boolean} = {}): Promise<void> {
     const host = this.host
-    const deadline = host.clock.now() + Math.max(0, gracePeriodSeconds) * 1000
-    this.deadline = Math.min(this.deadline, deadline)
-    for (const c of host.containers) if (c.stopping) c.stopDeadline.moveTo(this.deadline)
+    const graceMs = Math.max(0, gracePeriodSeconds) * 1000
+    this.graceMs = Math.min(this.graceMs, graceMs)
+    this.deadline = Math.min(this.deadline, host.clock.now() + graceMs)
+    this.killsBefore ??= new Set(host.containers.flatMap((c) => (c.stopping ? [c.stopping] : [])))
+    for (const c of host.containers) if (c.stopping && !this.killsBefore.has(c.stopping)) c.stopDeadline.moveTo(this.deadline)
     if (deleted && !this.deleted) {
       this.deleted = true
       for (const c of host.containers) c.podDeleted()
@@ -127,8 +139,13 @@ export class PodTermination implements PodEnd {
     for (const c of host.containers) c.stopProbes({keepReadiness: true})
     // The kubelet's container deletor removed the older dead instances of a container when it saw its newest die.
     const endedBefore = new Set(host.containers.filter((c) => !c.running))
+    const killsBefore = [...this.killsBefore]
     this.terminating = (async () => {
       await host.syncing()
+      await Promise.all(killsBefore)
+      // The grace counts from the kill, each one asked for so far (the kubelet's terminating sync gives killPod the
+      // whole grace period); one asked for later counts from its call.
+      this.deadline = host.clock.now() + this.graceMs
       const graceLeft = () => Math.max(0, this.deadline - host.clock.now())
       await Promise.all(host.containers.filter((c) => c.kind !== 'sidecar').map((c) => host.stop(c, `Stopping container ${c.name}`, graceLeft())))
       for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, graceLeft())
