@@ -2,7 +2,9 @@ import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
 import type {WakeTimer} from '../../common/wake-timer.js'
 import type {Backoff} from '../kube/backoff.js'
+import type {MirrorTarget} from './mirror.js'
 import {isTerminalPhase, type StatusOverride} from './status.js'
+import {needsReconcile} from './status-patch.js'
 
 /** What the status manager holds for one pod UID. */
 export interface Entry {
@@ -52,4 +54,21 @@ export function needsUpdate(e: Entry, status: V1PodStatus, moved: boolean): bool
 export function canBeDeleted(e: Entry): boolean {
   const phase = e.written?.phase ?? e.pod.status?.phase
   return e.final && !!e.pod.metadata?.deletionTimestamp && isTerminalPhase(phase) && !e.deleted
+}
+
+/** Nothing is pending or being written, and the last status written is not terminal (a terminal status is final: nothing is written after it, whoever changed it). */
+export function settled(e: Entry): boolean {
+  return !!e.written && !isTerminalPhase(e.written.phase) && !e.wake.armed && !e.writing && !e.gone
+}
+
+/**
+ * One check of the periodic reconcile: the status the API holds on the object written to (target) is not the one
+ * written (needsReconcile) on this check and the one before; one check is not enough, as the watch may not have
+ * brought our own last write yet. Records this check's verdict on the entry.
+ */
+export function reconcileDue(e: Entry, target: MirrorTarget | undefined): boolean {
+  const differs = !!target && target.uid === e.writtenTo && needsReconcile(target.status, e.written!)
+  const due = differs && !!e.inconsistent
+  e.inconsistent = differs
+  return due
 }

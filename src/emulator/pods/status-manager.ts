@@ -8,8 +8,8 @@ import {isStaticPod} from './config.js'
 import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
 import {buildPodStatus, isTerminalPhase, type StatusOverride} from './status.js'
-import {needsReconcile, patchBody} from './status-patch.js'
-import {canBeDeleted, needsUpdate, type Entry} from './status-entry.js'
+import {patchBody} from './status-patch.js'
+import {canBeDeleted, needsUpdate, reconcileDue, settled, type Entry} from './status-entry.js'
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
 export const DefaultStatusCoalesceMs = 100
@@ -108,25 +108,14 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     }
   }
 
-  /**
-   * The kubelet's syncBatch(all): a pod whose status in the API is not the
-   * one written (needsReconcile) on two checks in a row is written again.
-   * One check is not enough: the watch may not have brought our own last
-   * write yet.
-   */
+  /** The kubelet's syncBatch(all): a settled pod whose status in the API is not the one written (reconcileDue) is written again. */
   private reconcile(): void {
     for (const e of this.entries.values()) {
-      // A terminal status is final: nothing is written after it, whoever changed it.
-      const live = e.written && !isTerminalPhase(e.written.phase) && !e.wake.armed && !e.writing && !e.gone && !this.stopped
-      const target = live ? this.targetOf(e) : undefined
-      const differs = !!target && target.uid === e.writtenTo && needsReconcile(target.status, e.written!)
-      if (differs && e.inconsistent) {
-        // Written as to a new object: the whole status, against what the API holds now.
-        e.writtenTo = undefined
-        e.firstDirtyAt ??= this.clock.now()
-        this.schedule(e, 0)
-      }
-      e.inconsistent = differs
+      if (!reconcileDue(e, settled(e) && !this.stopped ? this.targetOf(e) : undefined)) continue
+      // Written as to a new object: the whole status, against what the API holds now.
+      e.writtenTo = undefined
+      e.firstDirtyAt ??= this.clock.now()
+      this.schedule(e, 0)
     }
   }
 
