@@ -204,6 +204,23 @@ describe('PodRuntime without an API server: bare processes', () => {
     expect(rt.quiet).toBe(true)
   })
 
+  test('a probe kill that leaves its container in back-off says so at its own sync and again at the relist that sees the exit', async () => {
+    const p = pod('probed', 'trap "exit 0" TERM; while :; do sleep 0.05; done')
+    p.spec!.containers[0].livenessProbe = {exec: {command: ['/bin/sh', '-c', 'exit 1']}, periodSeconds: 1, failureThreshold: 1}
+    // A back-off outlasting the test and a pod worker back-off far longer than a relist: only the relist brings a sync soon.
+    const {rt, events} = runtime(p, {initialMs: 60_000, maxMs: 60_000, resetMs: 600_000}, {relistPeriodMs: 500, syncBackoffMs: 30_000, jitter: 0})
+    open.push(rt)
+    await rt.start()
+    const backOffs = () => events.filter((e) => e.reason === 'BackOff')
+    // The first two kills restart at once (no ended instance to judge from), the third leaves the container in back-off.
+    await until('the first BackOff', () => backOffs().length > 0, 9_000)
+    const first = Date.now()
+    await until("the relist's BackOff", () => backOffs().length > 1, 2_000)
+    expect(Date.now() - first).toBeLessThan(1_500)
+    expect(events.filter((e) => e.reason === 'Killing')).toHaveLength(3)
+    expect(app(rt).state?.waiting?.reason).toBe('CrashLoopBackOff')
+  }, 15_000)
+
   test('a changed restart annotation restarts the container it names as a changed definition does: Killing, the grace, restartCount + 1, no back-off', async () => {
     const p = pod('restarted', 'trap "exit 0" TERM; while :; do sleep 0.05; done', {
       initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}],

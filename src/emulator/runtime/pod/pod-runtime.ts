@@ -22,7 +22,7 @@ import {podRecord, writePodRecord, type PodRecord, type RestoredContainer} from 
 import {restoreContainers} from './adoption.js'
 import {PodSync} from './sync-pod.js'
 import {DeadlineExceededMessage, DeadlineExceededReason} from './pod-actions.js'
-import {syncBackoffDelay} from './sync-clock.js'
+import {nextRelist, syncBackoffDelay} from './sync-clock.js'
 import {applySpecChange, ephemeralSpecs} from './update.js'
 import {podGracePeriodMs, PodTermination} from './termination.js'
 import {UnseenExits} from './unseen-exits.js'
@@ -205,8 +205,11 @@ export class PodRuntime implements ContainerHost {
       void this.kick()
     }
     // An exit the node caused (a stop, the pod's end) is seen by the kill that waits for it; any other at the relist.
-    if (c.stopping || this.end.isTerminating || this.closed) return see()
-    this.unseenExits.add(c, see)
+    if (!c.stopping && !this.end.isTerminating && !this.closed) return this.unseenExits.add(c, see)
+    see()
+    // The relist after a kill still finds the container dead and syncs the pod again (a PLEG event after the kill's
+    // own sync): a container the kill left in back-off says so twice.
+    if (c.stopping) this.wake(nextRelist(this.clock.now() + 1, this.deps.sync))
   }
 
   /** A stop acts on the container as it is: an exit the relist has not seen yet is seen now. */
