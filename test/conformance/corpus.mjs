@@ -29,10 +29,13 @@ export function corpus(ports) {
   const p = () => ports.shift()
   const httpPort = p()
   const tcpPort = p()
-  // Deleted with a 1 s grace: whether the container runs at the delete (and so waits out the grace, sleep ignoring
-  // SIGTERM as PID 1) or has just been killed is each node's own clock (probe-kill-restart); a 1 s grace keeps
-  // that within the time-gone tolerance, where the pod's 5 s would decide the comparison.
+  // A probe that kills its container: where in its kill cycle each node's container is at the delete is that node's
+  // own clock (probe-kill-restart). A kill under way runs out its grace first (the kubelet's SyncPod is not
+  // cancelled), sleep ignoring SIGTERM as PID 1, so the probe's own 1 s grace (2 s, the kill's minimum) and the
+  // delete's 1 s keep delete-to-gone within the time-gone tolerance on both nodes, where the pod's 5 s would decide
+  // the comparison.
   const probeKillDelete = {gracePeriodSeconds: 1}
+  const killGrace = {terminationGracePeriodSeconds: 1}
   const specs = [
     // Exit codes under each restartPolicy.
     ['exit0-never', pod([c('c', sh('exit 0'))], {restartPolicy: 'Never'})],
@@ -91,16 +94,16 @@ export function corpus(ports) {
     // Probes, failing and passing.
     ['liveness-exec-pass', pod([c('c', bb('sleep', '3600'), {livenessProbe: execProbe('true')})])],
     // Probe kills every 3-4 s: each restart's back-off verdict is seconds from its boundary, not milliseconds (a kill cycle equal to a back-off step leaves each node's clock to decide).
-    ['liveness-exec-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: execProbe('exit 1', {periodSeconds: 1, failureThreshold: 3})})]), probeKillDelete],
+    ['liveness-exec-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: execProbe('exit 1', {periodSeconds: 1, failureThreshold: 3, ...killGrace})})]), probeKillDelete],
     ['readiness-exec-pass', pod([c('c', bb('sleep', '3600'), {readinessProbe: execProbe('true')})])],
     ['readiness-exec-fail', pod([c('c', bb('sleep', '3600'), {readinessProbe: execProbe('echo not ready; exit 1')})])],
     ['startup-exec-pass', pod([c('c', bb('sleep', '3600'), {startupProbe: execProbe('true', {periodSeconds: 1})})])],
-    ['startup-exec-fail', pod([c('c', bb('sleep', '3600'), {startupProbe: execProbe('exit 1', {periodSeconds: 1, failureThreshold: 3})})]), probeKillDelete],
+    ['startup-exec-fail', pod([c('c', bb('sleep', '3600'), {startupProbe: execProbe('exit 1', {periodSeconds: 1, failureThreshold: 3, ...killGrace})})]), probeKillDelete],
     ['readiness-http-pass', pod([c('c', bb('httpd', '-f', '-p', String(httpPort), '-h', '/'), {readinessProbe: {httpGet: {path: '/', port: httpPort}, periodSeconds: 2}})])],
     ['readiness-http-fail', pod([c('c', bb('sleep', '3600'), {readinessProbe: {httpGet: {path: '/', port: p()}, periodSeconds: 2, failureThreshold: 2}})])],
     // A TCP listener that stays: busybox's httpd (Debian's nc has no -k, it would exit after one connection).
     ['readiness-tcp-pass', pod([c('c', bb('httpd', '-f', '-p', String(tcpPort), '-h', '/'), {readinessProbe: {tcpSocket: {port: tcpPort}, periodSeconds: 2}})])],
-    ['liveness-tcp-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: {tcpSocket: {port: p()}, periodSeconds: 1, failureThreshold: 3}})]), probeKillDelete],
+    ['liveness-tcp-fail', pod([c('c', bb('sleep', '3600'), {livenessProbe: {tcpSocket: {port: p()}, periodSeconds: 1, failureThreshold: 3, ...killGrace}})]), probeKillDelete],
     // Lifecycle hooks.
     ['poststart-ok', pod([c('c', bb('sleep', '3600'), {lifecycle: {postStart: {exec: {command: bb('true')}}}})])],
     ['poststart-fail', pod([c('c', bb('sleep', '3600'), {lifecycle: {postStart: {exec: {command: bb('false')}}}})])],
