@@ -6,6 +6,7 @@ import type {ExitInfo} from '../process/process-spec.js'
 import type {Termination} from './fields.js'
 import type {ContainerState} from './state.js'
 import {readLogTail} from '../logs/reader.js'
+import {SandboxEndedEarly, StartErrorExitCode, StartErrorReason} from '../process/command-errors.js'
 
 /** The kubelet reads at most this much of a termination message file. */
 export const MaxTerminationMessageBytes = 4096
@@ -19,6 +20,7 @@ export const AdoptedExitMessage = 'The container was adopted after a restart of 
  * ContainerStatusUnknown, exit 137.
  */
 export function terminationOf(c: ContainerState, startedAt: Date, exit: ExitInfo, oomKilled: boolean): Termination {
+  if (exit.setupFailed) return startFailure(c, startedAt, exit)
   const failed = exit.exitCode !== 0
   const t: Termination = {
     exitCode: exit.exitCode,
@@ -34,6 +36,19 @@ export function terminationOf(c: ContainerState, startedAt: Date, exit: ExitInfo
     Object.assign(t, {exitCode: ContainerStatusUnknownExitCode, reason: ContainerStatusUnknownReason, message: message || AdoptedExitMessage})
   } else if (exit.unknown) t.exitCode = ContainerStatusUnknownExitCode
   return t
+}
+
+/** What bwrap prints when it fails: `bwrap: <what>: <why>`, on the container's stderr. */
+const BwrapWords = /^bwrap: .*/gm
+
+/**
+ * A sandbox that failed before its program ran (bwrap's setup or exec, after it named PID 1): the runtime's
+ * StartError, exit code 128, as runc's failed start is on a kubelet, in bwrap's words (from the container's log).
+ */
+function startFailure(c: ContainerState, startedAt: Date, exit: ExitInfo): Termination {
+  const words = c.logPath ? (readLogTail(c.logPath).match(BwrapWords) ?? []) : []
+  const message = `failed to start container process: ${words.length > 0 ? words.join('; ') : SandboxEndedEarly}`
+  return {exitCode: StartErrorExitCode, reason: StartErrorReason, message, startedAt, finishedAt: exit.finishedAt, containerID: c.containerID}
 }
 
 function terminationMessage(c: ContainerState, failed: boolean): string {

@@ -5,7 +5,7 @@ import {mkdirSync, writeFileSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {containerLogFile} from '../logs/layout.js'
 import {nextRelist} from '../pod/sync-clock.js'
-import {StartError} from '../process/command-errors.js'
+import {StartError, StartErrorExitCode, StartErrorReason} from '../process/command-errors.js'
 import {ContainerProcess} from '../process/container-process.js'
 import {containerConfig, type ContainerConfig} from './config.js'
 import {handlerContext, runPostStart} from './hooks.js'
@@ -127,7 +127,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
     const now = new Date(host.clock.now())
     host.event(c, 'Warning', EventReason.FailedToStartContainer, `Error: ${error.message}`)
     // The sync failed: a container that will be restarted waits with the runtime's error until the next sync, then backs off.
-    c.startFailed({exitCode: 128, reason: 'StartError', message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID}, error.message)
+    c.startFailed({exitCode: StartErrorExitCode, reason: StartErrorReason, message: error.message, startedAt: now, finishedAt: now, containerID: c.containerID}, error.message)
     host.writeRecord()
     host.retrySyncLater()
     return undefined

@@ -197,6 +197,8 @@ export class PodRuntime implements ContainerHost {
     c.stopProbes()
     // The kernel's OOM accounting of the container's cgroup, read before the cgroup goes.
     const termination = terminationOf(c, proc.startedAt, exit, this.sandbox.cgroup.exited(c.name))
+    // A sandbox that failed before its program ran failed the start, and says so as a failed start does (container/start.ts).
+    if (exit.setupFailed) this.event(c, 'Warning', EventReason.FailedToStartContainer, `Error: ${termination.message}`)
     const see = () => {
       if (c.proc !== proc) return
       c.exited(termination, exit.exitCode)

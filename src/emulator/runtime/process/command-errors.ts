@@ -3,6 +3,12 @@ import {isAbsolute} from 'node:path'
 /** A container process that could not be started: the runtime's StartError. */
 export class StartError extends Error {}
 
+/** How a failed start ends its instance (the kubelet's status of a container whose runtime start failed). */
+export const StartErrorReason = 'StartError'
+export const StartErrorExitCode = 128
+/** A sandbox that ended before its program ran, without saying why. */
+export const SandboxEndedEarly = 'the sandbox ended before its program started'
+
 /**
  * A relative command (`./run.sh`) is not looked up in $PATH but in the
  * container's working directory (execvp's rule): the error says which

@@ -16,7 +16,7 @@ import {placedArgv} from './placed-argv.js'
 import {openInstanceIO, openReaderOrEmpty, outputPipes, removePipes, type OutputPipes} from './instance-io.js'
 import {DefaultAdoptedPollMs, DefaultKillPollMs, DefaultKillWaitMs, DefaultPipeDrainMs} from './process-spec.js'
 import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, SandboxedProcess, SpawnSpec} from './process-spec.js'
-import {monitorExit, sandboxedProcess, waitForProgram} from './sandboxed-start.js'
+import {sandboxedProcess, sandboxExit, waitForProgram} from './sandboxed-start.js'
 
 /**
  * One container instance: a process started from an argv array (never a
@@ -59,10 +59,16 @@ export class ContainerProcess {
     streams.stderr.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
     stdinPipe?.on('error', () => undefined)
     this.exited = rawExit.then(
-      ({code, signal, unknown}) =>
+      ({code, signal, unknown, setupFailed}) =>
         new Promise<ExitInfo>((resolve) => {
           const finishedAt = new Date(this.clock.now())
-          const info: ExitInfo = {exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0), signal: signal ?? undefined, finishedAt, ...(unknown ? {unknown} : {})}
+          const info: ExitInfo = {
+            exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0),
+            signal: signal ?? undefined,
+            finishedAt,
+            ...(unknown ? {unknown} : {}),
+            ...(setupFailed ? {setupFailed} : {}),
+          }
           this.signal('SIGKILL')
           stdinPipe?.destroy()
           const timer = setTimeout(() => {
@@ -222,7 +228,7 @@ export class ContainerProcess {
       term.closeSlave()
     }
     const {monitor, pid} = started
-    const rawExit = monitorExit(monitor)
+    const rawExit = sandboxExit(started)
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
     const proc = new ContainerProcess(
       pid,
@@ -267,7 +273,7 @@ export class ContainerProcess {
     }
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
-    const rawExit = monitorExit(monitor)
+    const rawExit = sandboxExit(started)
     return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid, spec.clock)
   }
 

@@ -76,10 +76,13 @@ export interface ExitInfo {
   finishedAt: Date
   /** The process was not vnode's child (adopted): its exit status cannot be read. */
   unknown?: boolean
+  /** The sandbox ended before its program ran (bwrap's own failure, after it named PID 1): a failed start, not an exit. */
+  setupFailed?: boolean
 }
 
 export interface RawExit {
   code: number | null
   signal: NodeJS.Signals | null
   unknown?: boolean
+  setupFailed?: boolean
 }

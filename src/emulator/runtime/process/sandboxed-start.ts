@@ -18,6 +18,26 @@ export const DefaultSandboxSetupWaitMs = 60_000
 export const DefaultSandboxSetupPollMs = 5
 export const MaxSandboxSetupPollMs = 100
 
+/** bwrap's exit status when it fails itself (its die()). */
+export const BwrapFailureExitCode = 1
+/** How long after bwrap's exit its status fd may take to close; past it the program is taken to have run. */
+export const DefaultStatusCloseWaitMs = 1_000
+
+/**
+ * The exit of a sandboxed instance: its PID 1's status, passed on by bwrap,
+ * unless bwrap failed itself after naming PID 1 (exit status 1 and no exit
+ * code of its command reported: its setup or the exec failed), which is a
+ * failed start (setupFailed).
+ */
+export async function sandboxExit(started: {monitor: ChildProcess; programRan: Promise<boolean>}, waitMs = DefaultStatusCloseWaitMs): Promise<RawExit> {
+  const raw = await monitorExit(started.monitor)
+  if (raw.code !== BwrapFailureExitCode) return raw
+  let timer: NodeJS.Timeout | undefined
+  const ran = await Promise.race([started.programRan, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), waitMs)))])
+  clearTimeout(timer)
+  return ran ? raw : {...raw, setupFailed: true}
+}
+
 /** The exit of a sandbox's bwrap monitor, which passes its PID 1's status on (also when it has exited already). */
 export function monitorExit(monitor: ChildProcess): Promise<RawExit> {
   return new Promise<RawExit>((resolve) => {

@@ -7,7 +7,7 @@ import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {identityArgv} from './security-context.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
 import {layerPrefix} from './root-layer.js'
-import {relativeCommandNotFound} from '../process/command-errors.js'
+import {relativeCommandNotFound, SandboxEndedEarly} from '../process/command-errors.js'
 import {hostProgram} from '../process/host-programs.js'
 import {ControllingTerminalPrefix} from '../container/tty.js'
 
@@ -37,6 +37,12 @@ export interface SandboxedChild {
   /** The host pid of the container's PID 1. */
   pid: number
   stdin?: Writable
+  /**
+   * Resolves, once bwrap's status fd is closed, to whether the container's program ran: bwrap reports the exit code of
+   * its command only when the command was exec'd, so an end without it is bwrap's own (its setup, or the exec, failed
+   * after it named PID 1, with exit status 1 and its words on the container's stderr).
+   */
+  programRan: Promise<boolean>
 }
 
 /**
@@ -82,6 +88,7 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   const status = monitor.stdio[3] as Readable
   const block = monitor.stdio[4] as Writable
   block.on('error', () => undefined)
+  const programRan = commandExitReported(status)
   const pid = await childPid(monitor, status)
   try {
     await s.beforeExec?.(pid)
@@ -94,8 +101,17 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
     throw new SandboxStartError((error as Error).message)
   }
   block.end('go')
-  status.resume()
-  return {monitor, pid, stdin: monitor.stdin ?? undefined}
+  return {monitor, pid, stdin: monitor.stdin ?? undefined, programRan}
+}
+
+/** Whether bwrap's status fd brings the `exit-code` document (bwrap >= 0.3.2) before it closes. */
+function commandExitReported(status: Readable): Promise<boolean> {
+  return new Promise((resolve) => {
+    let text = ''
+    status.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')))
+    status.once('close', () => resolve(/"exit-code"/.test(text)))
+    status.once('error', () => resolve(true))
+  })
 }
 
 /** coreutils' env, which execs the program in its place (it stays PID 1). */
@@ -130,7 +146,7 @@ function childPid(monitor: ChildProcess, status: Readable): Promise<number> {
     }
     status.on('data', onData)
     monitor.once('error', (e) => fail(new SandboxStartError(e.message)))
-    monitor.once('exit', () => fail(new SandboxStartError('the sandbox ended before its program started')))
+    monitor.once('exit', () => fail(new SandboxStartError(SandboxEndedEarly)))
   })
 }
 
