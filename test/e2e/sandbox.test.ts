@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
-import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
@@ -172,6 +172,26 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     await kubectl(['delete', 'pod', 'daemon', '-n', f.ns, '--wait=false'])
     await f.gone('daemon')
     await noneLeft(`${marker}1`)
+  })
+
+  test('a hostPath of no type whose path does not exist is made an empty directory (0755), as the runtime under a kubelet makes it', async () => {
+    const out = f.out('hostpath-made')
+    mkdirSync(out, {recursive: true})
+    const made = join(out, 'made', 'by-node')
+    await f.create({
+      metadata: {name: 'hostpath-made'},
+      spec: {
+        restartPolicy: 'Never',
+        volumes: [{name: 'host', hostPath: {path: made}}],
+        containers: [shell('app', `ls -A /mnt/host > ${out}/listing && touch /mnt/host/written && echo ok > ${out}/done`, {volumeMounts: [{name: 'host', mountPath: '/mnt/host'}]})],
+      },
+    })
+    await f.waitRow('hostpath-made', (r) => r.status === 'Completed', 'Completed')
+    expect(readFileSync(join(out, 'done'), 'utf8')).toBe('ok\n')
+    expect(readFileSync(join(out, 'listing'), 'utf8')).toBe('')
+    expect(statSync(made).isDirectory()).toBe(true)
+    expect(statSync(made).mode & 0o777).toBe(0o755)
+    expect(existsSync(join(made, 'written'))).toBe(true)
   })
 
   test("no pod sees vnode's state dir: other pods' volumes and secrets", async () => {

@@ -278,6 +278,13 @@ async function hostPath(path: string, type: string): Promise<string> {
       if (!st?.isBlockDevice()) fail('block device')
       break
     default:
+      // No type: no check, and a path that does not exist is made a directory (0755), as the runtime under a kubelet
+      // does with a bind mount's missing source (containerd's CRI, for Docker's sake).
+      if (!st) {
+        await mkdir(path, {recursive: true, mode: 0o755}).catch((e: Error) => {
+          throw new MountError(`failed to mkdir ${JSON.stringify(path)}: ${e.message}`)
+        })
+      }
       break
   }
   return path
