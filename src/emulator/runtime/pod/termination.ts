@@ -52,12 +52,12 @@ export class PodTermination implements PodEnd {
   killingPod = false
   private readonly abort = new AbortController()
   /**
-   * The kills under way when the pod began to terminate (a failed liveness or startup probe's, finish()'s sidecars):
-   * the kubelet made them in a SyncPod, which its pod worker does not cancel (kubelet.go runs the runtime's SyncPod
-   * WithoutCancel), so they keep their own grace and the termination begins after them. Only the termination's own
-   * stops move closer when a delete shortens the grace.
+   * The termination's own stops: only they move closer when a delete shortens the grace. Any other kill (a failed
+   * liveness or startup probe's, a restart's, finish()'s sidecars) the kubelet made in a SyncPod, which its pod worker
+   * does not cancel (kubelet.go runs the runtime's SyncPod WithoutCancel): it keeps its own grace, and the
+   * termination begins after it.
    */
-  private killsBefore: Set<Promise<void>> | undefined
+  private readonly ownStops = new Set<Promise<void>>()
   /** The shortest grace asked for (ms). */
   private graceMs = Infinity
 
@@ -122,8 +122,7 @@ export class PodTermination implements PodEnd {
     const graceMs = Math.max(0, gracePeriodSeconds) * 1000
     this.graceMs = Math.min(this.graceMs, graceMs)
     this.deadline = Math.min(this.deadline, host.clock.now() + graceMs)
-    this.killsBefore ??= new Set(host.containers.flatMap((c) => (c.stopping ? [c.stopping] : [])))
-    for (const c of host.containers) if (c.stopping && !this.killsBefore.has(c.stopping)) c.stopDeadline.moveTo(this.deadline)
+    for (const c of host.containers) if (c.stopping && this.ownStops.has(c.stopping)) c.stopDeadline.moveTo(this.deadline)
     if (deleted && !this.deleted) {
       this.deleted = true
       for (const c of host.containers) c.podDeleted()
@@ -139,16 +138,16 @@ export class PodTermination implements PodEnd {
     for (const c of host.containers) c.stopProbes({keepReadiness: true})
     // The kubelet's container deletor removed the older dead instances of a container when it saw its newest die.
     const endedBefore = new Set(host.containers.filter((c) => !c.running))
-    const killsBefore = [...this.killsBefore]
     this.terminating = (async () => {
       await host.syncing()
-      await Promise.all(killsBefore)
+      // Nothing of the termination's own runs yet: whatever is stopping was stopped by a sync.
+      await Promise.all(host.containers.map((c) => c.stopping))
       // The grace counts from the kill, each one asked for so far (the kubelet's terminating sync gives killPod the
       // whole grace period); one asked for later counts from its call.
       this.deadline = host.clock.now() + this.graceMs
       const graceLeft = () => Math.max(0, this.deadline - host.clock.now())
-      await Promise.all(host.containers.filter((c) => c.kind !== 'sidecar').map((c) => host.stop(c, `Stopping container ${c.name}`, graceLeft())))
-      for (const c of this.sidecarsReversed()) await host.stop(c, `Stopping container ${c.name}`, graceLeft())
+      await Promise.all(host.containers.filter((c) => c.kind !== 'sidecar').map((c) => this.stop(c, graceLeft())))
+      for (const c of this.sidecarsReversed()) await this.stop(c, graceLeft())
       await Promise.all(host.containers.map((c) => c.stopping))
       host.statusGenerated()
       // The pod core's TerminatePod decides which of the containers that never ran count as lost.
@@ -159,6 +158,13 @@ export class PodTermination implements PodEnd {
       host.publish()
     })()
     return this.terminating
+  }
+
+  /** One of the termination's own stops. */
+  private stop(c: ContainerState, graceMs: number): Promise<void> {
+    const stopped = this.host.stop(c, `Stopping container ${c.name}`, graceMs)
+    if (c.stopping) this.ownStops.add(c.stopping)
+    return stopped
   }
 
   private sidecarsReversed(): ContainerState[] {
