@@ -1,5 +1,5 @@
 // Unit tests run anywhere; e2e tests share one real control plane per run
-// (test/e2e/global-setup.mjs). Files run in parallel (npm test: three workers),
+// (test/e2e/global-setup.mjs). Files run in parallel (npm test: two workers),
 // each with its own namespace, node names, state dirs and ports; the few that
 // read or make state of the whole host take the run's host lock one at a time,
 // and a file that would starve the others has the machine to itself
