@@ -214,12 +214,11 @@ describe('PodRuntime without an API server: bare processes', () => {
     const backOffs = () => events.filter((e) => e.reason === 'BackOff')
     // The first two kills restart at once (no ended instance to judge from), the third leaves the container in back-off.
     await until('the first BackOff', () => backOffs().length > 0, 9_000)
-    const first = Date.now()
-    await until("the relist's BackOff", () => backOffs().length > 1, 2_000)
-    expect(Date.now() - first).toBeLessThan(1_500)
+    // The relist comes within 500 ms; the pod worker's back-off only after 30 s. The bound leaves room for a loaded host.
+    await until("the relist's BackOff", () => backOffs().length > 1, 10_000)
     expect(events.filter((e) => e.reason === 'Killing')).toHaveLength(3)
     expect(app(rt).state?.waiting?.reason).toBe('CrashLoopBackOff')
-  }, 15_000)
+  }, 25_000)
 
   test('a changed restart annotation restarts the container it names as a changed definition does: Killing, the grace, restartCount + 1, no back-off', async () => {
     const p = pod('restarted', 'trap "exit 0" TERM; while :; do sleep 0.05; done', {

@@ -56,11 +56,11 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     [...overlaid.keys()],
     spec.rootLayer?.subMounts,
   )
-  const args: string[] = [...rootEntries(hostRootEntries(), new Set(['proc', 'dev', 'sys']), overlaid)]
+  const args: string[] = [...rootEntries(hostRootEntries(), new Set(['proc', 'dev', 'sys']), overlaid, hidden)]
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map(), hidden))
   for (const h of hidden) {
     if (kinds.get(h) === 'dir') args.push('--tmpfs', h)
     else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
@@ -79,11 +79,14 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
 /** What a hidden file is replaced by when the spec names no empty file of its own. */
 export const DefaultEmptyFile = '/dev/null'
 
-/** Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged directory. */
-function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>): string[] {
+/**
+ * Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged
+ * directory. A symlink into a hidden path is left out (leadsIntoHidden).
+ */
+function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>, hidden: string[]): string[] {
   const out: string[] = []
   for (const e of entries) {
-    if (skip.has(e.name)) continue
+    if (skip.has(e.name) || (e.kind === 'symlink' && leadsIntoHidden(e.path, hidden))) continue
     const merged = overlaid.get(e.path)
     if (e.kind === 'symlink') out.push('--symlink', e.target!, e.path)
     else if (merged) out.push('--bind', merged, e.path)
@@ -105,6 +108,8 @@ export function viewPath(target: string, hidden: string[]): string {
   if (underPrivate(t) || hidden.some((h) => isWithin(h, t))) return t
   let existing = t
   while (existing !== '/' && !lexists(existing)) existing = dirname(existing)
+  // A link the view does not have: the mount point is made at the target itself.
+  if (leadsIntoHidden(existing, hidden)) return t
   const rest = relative(existing, t)
   let real: string
   try {
@@ -136,7 +141,7 @@ export function viewPath(target: string, hidden: string[]): string {
 export function shadowDirs(targets: string[], hidden: string[], overlaid: string[] = [], subMounts: string[] = []): string[] {
   const out = new Set<string>()
   for (const t of targets) {
-    if (lexists(t) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
+    if ((lexists(t) && !leadsIntoHidden(t, hidden)) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
     let parent = dirname(t)
     while (parent !== '/' && !lexists(parent)) parent = dirname(parent)
     // In an overlay a mount point is made in the layer; a host mount bound back below it is read-only, as the rest of the host.
@@ -153,6 +158,21 @@ function underPrivate(p: string): boolean {
 
 function depth(p: string): number {
   return p === '/' ? 0 : p.split('/').length - 1
+}
+
+/**
+ * A host symlink that leads into a hidden path: the view has no such entry, and a mount at its path lands there, not
+ * where it points. Such links are made by a plain-mode node running as root (volumes.ts: a real symlink at a
+ * mountPath, into that node's pod directory), which no other node's container may follow.
+ */
+function leadsIntoHidden(p: string, hidden: string[]): boolean {
+  try {
+    if (!lstatSync(p).isSymbolicLink()) return false
+    const real = realpathSync(p)
+    return hidden.some((h) => isWithin(h, real))
+  } catch {
+    return false
+  }
 }
 
 function lexists(p: string): boolean {

@@ -1,4 +1,5 @@
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
+import {registeredStateDirs} from '../../../common/state-dirs.js'
 import {mountSource, type MaterialisedVolume} from '../volumes/volumes.js'
 import {prepareRootLayer, RootLayerError} from './root-layer.js'
 
@@ -54,7 +55,10 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
     if (!src.ok) return src
     binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name) || input.volumes.get(m.name)?.readOnly === true})
   }
-  const hide = [input.stateDir, ...(input.walls?.hide ?? []).filter((h) => h !== input.stateDir)]
+  // The state dirs of nodes started after this one too (the registry, read per start): a pod of such a node in plain
+  // mode may leave a real symlink at a mountPath on the host (volumes.ts), which this view would otherwise follow into
+  // that node's pod directories, owner-only on the host.
+  const hide = [...new Set([input.stateDir, ...(input.walls?.hide ?? []), ...registeredStateDirs()])]
   const spec: ContainerSandboxSpec = {hostname: input.hostname, binds, hide, ...(input.walls?.emptyFile ? {emptyFile: input.walls.emptyFile} : {})}
   // readOnlyRootFilesystem: no layer, so a write outside the volumes fails with EROFS.
   if (input.container.securityContext?.readOnlyRootFilesystem === true || !input.walls?.layer) return {ok: true, spec}

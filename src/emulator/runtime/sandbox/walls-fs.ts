@@ -21,13 +21,14 @@ export const EmptyFileName = 'empty'
 
 /**
  * The filesystem walls of a node's sandbox, settled at `up`: its state dir
- * registered (so every node hides it), whether a writable layer can be
+ * registered (so every node hides it: a plain node's too, whose pods'
+ * secrets and volumes are there as well), whether a writable layer can be
  * built (a node without one says so: its containers see the host
  * read-only), the hidden paths.
  */
 export async function sandboxWalls(input: SandboxWallsInput): Promise<SandboxWalls | undefined> {
-  if (input.sandbox !== 'namespaces') return undefined
   registerStateDir(input.stateDir)
+  if (input.sandbox !== 'namespaces') return undefined
   mkdirSync(input.stateDir, {recursive: true, mode: 0o700})
   const emptyFile = join(input.stateDir, EmptyFileName)
   if (!existsSync(emptyFile)) writeFileSync(emptyFile, '', {mode: 0o444})
