@@ -60,7 +60,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map(), hidden))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map(), []))
   for (const h of hidden) {
     if (kinds.get(h) === 'dir') args.push('--tmpfs', h)
     else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
@@ -81,12 +81,12 @@ export const DefaultEmptyFile = '/dev/null'
 
 /**
  * Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged
- * directory. A symlink into a hidden path is left out (leadsIntoHidden).
+ * directory. A symlink into one of `hidden` is left out (the root's: topLinkIntoHidden).
  */
 function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>, hidden: string[]): string[] {
   const out: string[] = []
   for (const e of entries) {
-    if (skip.has(e.name) || (e.kind === 'symlink' && leadsIntoHidden(e.path, hidden))) continue
+    if (skip.has(e.name) || (e.kind === 'symlink' && hidden.length > 0 && leadsIntoHidden(e.path, hidden))) continue
     const merged = overlaid.get(e.path)
     if (e.kind === 'symlink') out.push('--symlink', e.target!, e.path)
     else if (merged) out.push('--bind', merged, e.path)
@@ -109,7 +109,7 @@ export function viewPath(target: string, hidden: string[]): string {
   let existing = t
   while (existing !== '/' && !lexists(existing)) existing = dirname(existing)
   // A link the view does not have: the mount point is made at the target itself.
-  if (leadsIntoHidden(existing, hidden)) return t
+  if (topLinkIntoHidden(existing, hidden)) return t
   const rest = relative(existing, t)
   let real: string
   try {
@@ -141,7 +141,7 @@ export function viewPath(target: string, hidden: string[]): string {
 export function shadowDirs(targets: string[], hidden: string[], overlaid: string[] = [], subMounts: string[] = []): string[] {
   const out = new Set<string>()
   for (const t of targets) {
-    if ((lexists(t) && !leadsIntoHidden(t, hidden)) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
+    if (lexists(t) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
     let parent = dirname(t)
     while (parent !== '/' && !lexists(parent)) parent = dirname(parent)
     // In an overlay a mount point is made in the layer; a host mount bound back below it is read-only, as the rest of the host.
@@ -161,10 +161,16 @@ function depth(p: string): number {
 }
 
 /**
- * A host symlink that leads into a hidden path: the view has no such entry, and a mount at its path lands there, not
- * where it points. Such links are made by a plain-mode node running as root (volumes.ts: a real symlink at a
- * mountPath, into that node's pod directory), which no other node's container may follow.
+ * A symlink in the host's root that leads into a hidden path: the view's root (a tmpfs) has no such entry, and a
+ * mount at its path lands there, not where it points. Such links are made by a plain-mode node running as root
+ * (volumes.ts: a real symlink at a mountPath, into that node's pod directory), which no other node's container may
+ * follow: through the host's owner-only directories its user could not reach its own volume. A link deeper down sits
+ * in a directory the view shows whole (read-only, or its writable layer), so a mount there follows it, as before.
  */
+function topLinkIntoHidden(p: string, hidden: string[]): boolean {
+  return dirname(p) === '/' && p !== '/' && leadsIntoHidden(p, hidden)
+}
+
 function leadsIntoHidden(p: string, hidden: string[]): boolean {
   try {
     if (!lstatSync(p).isSymbolicLink()) return false
