@@ -2,7 +2,6 @@ import {execa} from 'execa'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import {closeSync} from 'node:fs'
 import {stat} from 'node:fs/promises'
-import {constants} from 'node:os'
 import {isAbsolute} from 'node:path'
 import {Readable, type Writable} from 'node:stream'
 import {StartError, startErrorMessage} from './command-errors.js'
@@ -14,7 +13,7 @@ import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import {enterArgv, SandboxStartError, spawnSandboxed} from '../sandbox/spawn.js'
 import {placedArgv} from './placed-argv.js'
 import {openInstanceIO, openReaderOrEmpty, outputPipes, removePipes, type OutputPipes} from './instance-io.js'
-import {DefaultAdoptedPollMs, DefaultKillPollMs, DefaultKillWaitMs, DefaultPipeDrainMs} from './process-spec.js'
+import {DefaultAdoptedPollMs, DefaultKillPollMs, DefaultKillWaitMs, DefaultPipeDrainMs, exitInfo} from './process-spec.js'
 import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, SandboxedProcess, SpawnSpec} from './process-spec.js'
 import {sandboxedProcess, sandboxExit, waitForProgram} from './sandboxed-start.js'
 
@@ -59,16 +58,9 @@ export class ContainerProcess {
     streams.stderr.on('data', (chunk: Buffer) => this.emitOutput('stderr', chunk))
     stdinPipe?.on('error', () => undefined)
     this.exited = rawExit.then(
-      ({code, signal, unknown, setupFailed}) =>
+      (raw) =>
         new Promise<ExitInfo>((resolve) => {
-          const finishedAt = new Date(this.clock.now())
-          const info: ExitInfo = {
-            exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0),
-            signal: signal ?? undefined,
-            finishedAt,
-            ...(unknown ? {unknown} : {}),
-            ...(setupFailed ? {setupFailed} : {}),
-          }
+          const info = exitInfo(raw, new Date(this.clock.now()))
           this.signal('SIGKILL')
           stdinPipe?.destroy()
           const timer = setTimeout(() => {

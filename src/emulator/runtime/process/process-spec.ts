@@ -1,3 +1,4 @@
+import {constants} from 'node:os'
 import type {Clock} from '../../../common/clock.js'
 import type {LogRotation} from '../logs/writer.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
@@ -85,4 +86,15 @@ export interface RawExit {
   signal: NodeJS.Signals | null
   unknown?: boolean
   setupFailed?: boolean
+}
+
+/** An instance's end as the runtime reports it: a signal's is 128+n, as a runtime gives it. */
+export function exitInfo({code, signal, unknown, setupFailed}: RawExit, finishedAt: Date): ExitInfo {
+  return {
+    exitCode: code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0),
+    signal: signal ?? undefined,
+    finishedAt,
+    ...(unknown ? {unknown} : {}),
+    ...(setupFailed ? {setupFailed} : {}),
+  }
 }

@@ -56,11 +56,12 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     [...overlaid.keys()],
     spec.rootLayer?.subMounts,
   )
-  const args: string[] = [...rootEntries(hostRootEntries(), new Set(['proc', 'dev', 'sys']), overlaid, hidden)]
+  const root = hostRootEntries().filter((e) => !topLinkIntoHidden(e.path, hidden))
+  const args: string[] = [...rootEntries(root, new Set(['proc', 'dev', 'sys']), overlaid)]
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map(), []))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
   for (const h of hidden) {
     if (kinds.get(h) === 'dir') args.push('--tmpfs', h)
     else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
@@ -79,14 +80,11 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
 /** What a hidden file is replaced by when the spec names no empty file of its own. */
 export const DefaultEmptyFile = '/dev/null'
 
-/**
- * Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged
- * directory. A symlink into one of `hidden` is left out (the root's: topLinkIntoHidden).
- */
-function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>, hidden: string[]): string[] {
+/** Binds (or symlinks) every entry of a host directory back at the same path: read-only, or its overlay's merged directory. */
+function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<string, string>): string[] {
   const out: string[] = []
   for (const e of entries) {
-    if (skip.has(e.name) || (e.kind === 'symlink' && hidden.length > 0 && leadsIntoHidden(e.path, hidden))) continue
+    if (skip.has(e.name)) continue
     const merged = overlaid.get(e.path)
     if (e.kind === 'symlink') out.push('--symlink', e.target!, e.path)
     else if (merged) out.push('--bind', merged, e.path)
@@ -168,10 +166,7 @@ function depth(p: string): number {
  * in a directory the view shows whole (read-only, or its writable layer), so a mount there follows it, as before.
  */
 function topLinkIntoHidden(p: string, hidden: string[]): boolean {
-  return dirname(p) === '/' && p !== '/' && leadsIntoHidden(p, hidden)
-}
-
-function leadsIntoHidden(p: string, hidden: string[]): boolean {
+  if (dirname(p) !== '/' || p === '/') return false
   try {
     if (!lstatSync(p).isSymbolicLink()) return false
     const real = realpathSync(p)
