@@ -2,7 +2,7 @@
 // factories and statistics. Everything is measured in one run, so ratios
 // compare like with like on a shared, noisy machine.
 import {execFileSync, spawn} from 'node:child_process'
-import {mkdtempSync, readFileSync, rmSync} from 'node:fs'
+import {mkdtempSync, readdirSync, readFileSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
 import {fileURLToPath} from 'node:url'
@@ -144,6 +144,7 @@ export function startVnode(cluster, name, args = []) {
     name,
     child,
     lines,
+    stateDir,
     async ready(timeoutMs = 60_000, nodes = 1) {
       const deadline = Date.now() + timeoutMs
       while (lines.filter((l) => l.kind === 'step' && l.step === 'ready').length < nodes) {
@@ -294,4 +295,26 @@ export async function apiserverRequests(kc) {
     counts.set(key, (counts.get(key) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)))
   }
   return counts
+}
+
+/**
+ * Waits until the node's warm pool (network/pool/<id>.json records) has had
+ * no entry in the making for quietMs: a burst on any node then never shares
+ * the CPU with another node's refill. A node without a pool returns at once.
+ */
+export async function poolSettled(stateDir, quietMs = 1000, timeoutMs = 120_000) {
+  const dir = join(stateDir, 'network', 'pool')
+  const making = () => {
+    try {
+      return readdirSync(dir).some((f) => f.endsWith('.json') && readFileSync(join(dir, f), 'utf8').includes('"making"'))
+    } catch {
+      return false
+    }
+  }
+  const deadline = Date.now() + timeoutMs
+  let quietSince = Date.now()
+  while (Date.now() - quietSince < quietMs && Date.now() < deadline) {
+    if (making()) quietSince = Date.now()
+    await sleep(100)
+  }
 }

@@ -90,7 +90,7 @@ export default class Up extends Command {
     }),
     'sandbox-pool': Flags.string({
       description:
-        "the warm pool of pod network sandboxes (a namespace, its veth and an address, made ahead of pod starts), as FLOOR:CAP: its size follows the recent start rate between the two; 0:0 for none (default: the runtime's own, said at start)",
+        'the warm pool of pod network sandboxes (a namespace, its veth and an address, made ahead of pod starts), as FLOOR:CAP: it holds as many as the largest burst of starts of the last 10 minutes, between the two, and never the addresses --pods needs; 0:0 for none (default: 1:128, the cap as the pod CIDR allows, said at start)',
     }),
     'allowed-namespaces': Flags.string({
       description:
@@ -209,7 +209,7 @@ export default class Up extends Command {
         const {ProcessProvider} = await import('../emulator/runtime/process-provider.js')
         // Said once the node is registered, so input that fails earlier prints only its error.
         log(`allowed namespaces: ${allowed.why}`)
-        const network = await podNetworkFor(ctx, podNetworkFlag, sandbox.mode === 'namespaces', log, sandboxPool).catch((error: Error) => {
+        const network = await podNetworkFor(ctx, podNetworkFlag, sandbox.mode === 'namespaces', log, {...sandboxPool, maxPods: flags.pods}).catch((error: Error) => {
           throw new UserError(error.message)
         })
         // The line `kubectl vnode doctor` ends with: the mode, its walls.

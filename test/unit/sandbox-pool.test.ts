@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {conflist, podIndependentChain, podSpecificChain} from '../../src/emulator/runtime/network/config.js'
-import {DefaultPoolCap, DefaultPoolFloor, PoolSizing} from '../../src/emulator/runtime/network/pool-sizing.js'
+import {DefaultPoolCap, DefaultPoolFloor, DefaultPoolMemoryMs, DefaultPoolWindowMs, poolCapFor, PoolSizing} from '../../src/emulator/runtime/network/pool-sizing.js'
 import {PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
 import {subresourcesFor} from '../../src/emulator/server/auth.js'
 import {poolMetrics} from '../../src/emulator/server/pool-metrics.js'
@@ -42,7 +42,8 @@ const quiet = 500
 function pool(opts: {floor?: number; cap?: number} = {}) {
   const clock = new FakeClock()
   const maker = new FakeMaker()
-  const sizing = new PoolSizing({floor: opts.floor ?? 1, cap: opts.cap ?? 4, windowMs: window, quietMs: quiet})
+  // A burst is remembered as long as it is counted: these tests are of the pool, not of its memory.
+  const sizing = new PoolSizing({floor: opts.floor ?? 1, cap: opts.cap ?? 4, windowMs: window, memoryMs: window, quietMs: quiet})
   const p = new SandboxPool<number>(maker, sizing, clock)
   return {clock, maker, sizing, p}
 }
@@ -56,7 +57,7 @@ describe('the warm pool: sizing from the start rate', () => {
   })
 
   test('the target is the starts of the window, between floor and cap; it falls back to the floor once they leave it', () => {
-    const s = new PoolSizing({floor: 1, cap: 3, windowMs: window, quietMs: quiet})
+    const s = new PoolSizing({floor: 1, cap: 3, windowMs: window, memoryMs: window, quietMs: quiet})
     expect(s.target(0)).toBe(1)
     s.noteStart(1000)
     s.noteStart(1100)
@@ -66,25 +67,71 @@ describe('the warm pool: sizing from the start rate', () => {
     expect(s.target(1210 + window)).toBe(1)
   })
 
-  test('quiet only after quietMs without a start; the next change is the end of the quiet, then each start leaving the window', () => {
-    const s = new PoolSizing({floor: 0, cap: 4, windowMs: window, quietMs: quiet})
+  test('quiet only after quietMs without a start; the next change is the end of the quiet, then each burst leaving the memory', () => {
+    const memory = 3 * window
+    const s = new PoolSizing({floor: 0, cap: 4, windowMs: window, memoryMs: memory, quietMs: quiet})
     expect(s.quiet(0)).toBe(true)
     expect(s.nextChangeAt(0)).toBeUndefined()
     s.noteStart(1000)
     s.noteStart(2000)
     expect(s.quiet(2100)).toBe(false)
     expect(s.nextChangeAt(2100)).toBe(2000 + quiet)
-    expect(s.nextChangeAt(2000 + quiet)).toBe(1000 + window)
-    expect(s.nextChangeAt(1000 + window)).toBe(2000 + window)
-    expect(s.nextChangeAt(2000 + window)).toBeUndefined()
+    // The burst of two, reached at 2000, is the target until it leaves the memory.
+    expect(s.nextChangeAt(2000 + quiet)).toBe(2000 + memory)
+    // A lone start later: the burst of two still rules; then the one of one, until it goes too.
+    s.noteStart(2000 + 2 * window)
+    expect(s.target(2000 + 2 * window + quiet)).toBe(2)
+    expect(s.nextChangeAt(2000 + 2 * window + quiet)).toBe(2000 + memory)
+    expect(s.target(2000 + memory)).toBe(1)
+    expect(s.nextChangeAt(2000 + memory)).toBe(2000 + 2 * window + memory)
+    expect(s.target(2000 + 2 * window + memory)).toBe(0)
+    expect(s.nextChangeAt(2000 + 2 * window + memory)).toBeUndefined()
+  })
+
+  test('defaults: a burst counts the starts of a minute and is remembered for ten', () => {
+    expect(DefaultPoolWindowMs).toBe(60_000)
+    expect(DefaultPoolMemoryMs).toBe(600_000)
+    const s = new PoolSizing({floor: 1, cap: 128})
+    for (let i = 0; i < 100; i++) s.noteStart(i * 100)
+    // A rollout's next burst minutes later finds the pool as large as the last one.
+    expect(s.target(5 * 60_000)).toBe(100)
+    expect(s.target(9_900 + DefaultPoolMemoryMs - 1)).toBe(100)
+    expect(s.target(9_900 + DefaultPoolMemoryMs)).toBe(1)
+  })
+
+  test('a burst is remembered past its window: the largest one of the memory is the target, a smaller one later does not lower it', () => {
+    const memory = 4 * window
+    const s = new PoolSizing({floor: 1, cap: 10, windowMs: window, memoryMs: memory, quietMs: quiet})
+    for (let i = 0; i < 6; i++) s.noteStart(1000 + i)
+    expect(s.target(1000 + window + 1)).toBe(6)
+    // Starts spread wider than a window are not one burst.
+    s.noteStart(1000 + window + 10)
+    s.noteStart(1000 + 2 * window + 20)
+    expect(s.target(1000 + 2 * window + 30)).toBe(6)
+    // A burst of three after the one of six: six rules until it leaves the memory, then three.
+    for (let i = 0; i < 3; i++) s.noteStart(1100 + 3 * window + i)
+    expect(s.target(1100 + 3 * window + 10)).toBe(6)
+    expect(s.target(1005 + memory)).toBe(3)
+    expect(s.target(1102 + 3 * window + memory)).toBe(1)
+  })
+
+  test("the cap leaves the node its pods' addresses: a /24 has 253 beside the gateway, less maxPods", () => {
+    expect(poolCapFor(128, '10.244.0.0/24', 110)).toBe(128)
+    expect(poolCapFor(200, '10.244.0.0/24', 110)).toBe(143)
+    expect(poolCapFor(128, '10.244.0.0/25', 110)).toBe(15)
+    expect(poolCapFor(128, '10.244.0.0/26', 110)).toBe(0)
+    expect(poolCapFor(16, '10.244.0.0/24', undefined)).toBe(16)
   })
 
   test('the starts it keeps are bounded by the cap, however many come', () => {
     const s = new PoolSizing({floor: 0, cap: 2, windowMs: window, quietMs: quiet})
-    for (let i = 0; i < 1000; i++) s.noteStart(i)
-    expect((s as unknown as {starts: number[]}).starts.length).toBe(2)
-    s.prune(10_000_000)
-    expect((s as unknown as {starts: number[]}).starts.length).toBe(0)
+    for (let i = 0; i < 1000; i++) s.noteStart(i * (window / 7))
+    const lists = s as unknown as {starts: number[]; peaks: unknown[]}
+    expect(lists.starts.length).toBe(2)
+    expect(lists.peaks.length).toBeLessThanOrEqual(2)
+    s.prune(10_000_000_000)
+    expect(lists.starts.length).toBe(0)
+    expect(lists.peaks.length).toBe(0)
   })
 
   test('a floor above the cap is the cap', () => {

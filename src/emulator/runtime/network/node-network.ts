@@ -5,7 +5,7 @@ import {caFingerprint, deviceAlias, parseAlias, routeDevice, ServiceRoutePrefix}
 import {detectPodNetwork, type PodNetworkRequest} from './detect.js'
 import type {PodNetwork} from './pod-network.js'
 import {createPodNetwork} from './setup.js'
-import type {PoolSize} from './pool-sizing.js'
+import type {PoolSizingOptions} from './pool-sizing.js'
 import {sleep} from '../../kube/backoff.js'
 
 export interface NodeNetworkContext {
@@ -19,7 +19,7 @@ export interface NodeNetworkContext {
  * The node's pod network as --pod-network asks for it: undefined (with one
  * line saying why) where the host does not allow one and auto was asked.
  */
-export async function podNetworkFor(ctx: NodeNetworkContext, requested: PodNetworkRequest, sandboxed: boolean, log: (line: string) => void, pool?: Partial<PoolSize>): Promise<PodNetwork | undefined> {
+export async function podNetworkFor(ctx: NodeNetworkContext, requested: PodNetworkRequest, sandboxed: boolean, log: (line: string) => void, pool?: PoolSizingOptions): Promise<PodNetwork | undefined> {
   const d = await detectPodNetwork(requested, sandboxed, undefined, ctx.kc?.getCurrentCluster()?.server)
   if (!d.enabled) {
     if (requested === 'auto') log(`pod network: off, pods use the host network: ${d.reason}`)

@@ -9,7 +9,7 @@ import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNe
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {deleteNetns} from './netns.js'
 import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries} from './pool-entries.js'
-import {PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
+import {DefaultPoolCap, poolCapFor, PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
 import {SandboxPool} from './sandbox-pool.js'
 
 /**
@@ -94,7 +94,7 @@ export class PodNetwork {
     }
     this.list = conflist(this.config)
     this.entries = {dir: join(this.dir, 'pool'), cniPath: this.cniPath, chain: podIndependentChain(this.list), fullChain: this.list, ifName: PodInterface, ensureBridge: () => this.ensureBridge()}
-    const sizing = new PoolSizing(opts.pool)
+    const sizing = new PoolSizing({...opts.pool, cap: poolCapFor(opts.pool?.cap ?? DefaultPoolCap, podCidr, opts.pool?.maxPods)})
     if (sizing.cap > 0) {
       this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, opts.clock ?? RealClock, opts.log)
     }

@@ -1,18 +1,26 @@
 /**
- * How many warm entries the sandbox pool keeps, from the recent start rate:
- * as many as pods started in the last window (a burst asks for more next
- * time), never fewer than the floor nor more than the cap; a node that
- * stops starting pods falls back to its floor once the window has passed.
- * Refills wait for a pause in the starts, so making entries never competes
- * with a burst that is being started. Pure: the time is given.
+ * How many warm entries the sandbox pool keeps, from the recent starts:
+ * as many as the largest burst of the last few minutes (the starts within
+ * one window), never fewer than the floor nor more than the cap. A burst
+ * asks for as many entries for the next one; a node that stops starting
+ * pods falls back to its floor once its bursts are out of memory. Refills
+ * wait for a pause in the starts, so making entries never competes with a
+ * burst that is being started. Pure: the time is given.
  */
 
 /** Entries kept however quiet the node is: the next pod's start is warm. */
 export const DefaultPoolFloor = 1
-/** Entries never exceeded: each holds a namespace, a veth on the bridge and an address of the pod CIDR. */
-export const DefaultPoolCap = 16
-/** Starts counted for the target: those of the last minute. */
+/**
+ * Entries never exceeded: each holds a namespace (about 150 KiB of kernel
+ * memory), a veth on the bridge and an address of the pod CIDR. Enough for
+ * a 100-pod burst; the addresses the node's pods need come first
+ * (poolCapFor).
+ */
+export const DefaultPoolCap = 128
+/** Starts within this window are one burst. */
 export const DefaultPoolWindowMs = 60_000
+/** How long the largest burst keeps the pool at its size: a developer's next rollout is minutes away. */
+export const DefaultPoolMemoryMs = 600_000
 /** A refill begins once no pod has started for this long. */
 export const DefaultPoolQuietMs = 500
 
@@ -22,22 +30,51 @@ export interface PoolSize {
 }
 
 export interface PoolSizingOptions extends Partial<PoolSize> {
+  /** The node's pod capacity: their addresses come first (poolCapFor). */
+  maxPods?: number
   windowMs?: number
+  memoryMs?: number
   quietMs?: number
+}
+
+/** A burst's size when it was reached. */
+interface Peak {
+  at: number
+  count: number
+}
+
+/**
+ * The cap a pod CIDR allows beside maxPods pods: every pod's address comes
+ * first, so a full node never finds its addresses held by idle entries.
+ */
+export function poolCapFor(cap: number, podCidr: string, maxPods: number | undefined): number {
+  const bits = Number(podCidr.split('/')[1])
+  if (!Number.isInteger(bits) || maxPods === undefined) return cap
+  // The network and broadcast addresses and the gateway are no pod's.
+  const addresses = Math.max(0, 2 ** (32 - bits) - 3)
+  return Math.max(0, Math.min(cap, addresses - maxPods))
 }
 
 export class PoolSizing {
   readonly floor: number
   readonly cap: number
   readonly windowMs: number
+  readonly memoryMs: number
   readonly quietMs: number
   /** The latest starts, oldest first; at most cap of them (more would not raise the target). */
   private readonly starts: number[] = []
+  /**
+   * The bursts' sizes still remembered, oldest first, each larger than every
+   * later one (a later, larger burst replaces the smaller ones before it):
+   * the first is the target. Sizes are 1..cap, so at most cap of them.
+   */
+  private readonly peaks: Peak[] = []
 
   constructor(opts: PoolSizingOptions = {}) {
     this.cap = Math.max(0, Math.floor(opts.cap ?? DefaultPoolCap))
     this.floor = Math.min(this.cap, Math.max(0, Math.floor(opts.floor ?? DefaultPoolFloor)))
     this.windowMs = opts.windowMs ?? DefaultPoolWindowMs
+    this.memoryMs = Math.max(this.windowMs, opts.memoryMs ?? DefaultPoolMemoryMs)
     this.quietMs = opts.quietMs ?? DefaultPoolQuietMs
   }
 
@@ -45,38 +82,48 @@ export class PoolSizing {
   noteStart(now: number): void {
     this.starts.push(now)
     if (this.starts.length > this.cap) this.starts.shift()
+    const count = this.starts.filter((t) => now - t < this.windowMs).length
+    while (this.peaks.length > 0 && this.peaks.at(-1)!.count <= count) this.peaks.pop()
+    this.peaks.push({at: now, count})
   }
 
-  private recent(now: number): number {
-    return this.starts.filter((t) => now - t < this.windowMs).length
+  /** The largest burst still remembered at now. */
+  private peak(now: number): number {
+    return this.peaks.find((p) => now - p.at < this.memoryMs)?.count ?? 0
   }
 
   /** How many entries the pool should hold now. */
   target(now: number): number {
-    return Math.min(this.cap, Math.max(this.floor, this.recent(now)))
+    return Math.min(this.cap, Math.max(this.floor, this.peak(now)))
+  }
+
+  /** The latest start still remembered: each start is the last peak when it comes. */
+  private lastStart(): number | undefined {
+    return this.peaks.at(-1)?.at
   }
 
   /** No start within the quiet time: entries may be made now. */
   quiet(now: number): boolean {
-    const last = this.starts.at(-1)
+    const last = this.lastStart()
     return last === undefined || now - last >= this.quietMs
   }
 
   /**
    * When the pool should be looked at again, after now: the end of the
-   * quiet time while starts come, then each time a start leaves the window
+   * quiet time while starts come, then each time a burst leaves the memory
    * (the target falls); undefined when nothing will change by itself.
    */
   nextChangeAt(now: number): number | undefined {
-    const last = this.starts.at(-1)
+    const last = this.lastStart()
     if (last === undefined) return undefined
     if (now - last < this.quietMs) return last + this.quietMs
-    const leaving = this.starts.find((t) => now - t < this.windowMs)
-    return leaving === undefined ? undefined : leaving + this.windowMs
+    const leaving = this.peaks.find((p) => now - p.at < this.memoryMs)
+    return leaving === undefined ? undefined : leaving.at + this.memoryMs
   }
 
-  /** Forgets starts that left the window (the list stays bounded either way). */
+  /** Forgets starts that left the window and bursts that left the memory (both lists stay bounded either way). */
   prune(now: number): void {
     while (this.starts.length > 0 && now - this.starts[0] >= this.windowMs) this.starts.shift()
+    while (this.peaks.length > 0 && now - this.peaks[0].at >= this.memoryMs) this.peaks.shift()
   }
 }
