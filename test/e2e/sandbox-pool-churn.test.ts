@@ -17,7 +17,7 @@ import {
 } from './helpers.js'
 import {createPod, podOn} from './faults-helpers.js'
 import {isRoot, links} from './network-helpers.js'
-import {expectNothingLeft, podNetns, poolRecords} from './pool-helpers.js'
+import {expectNothingLeft, podNetns, poolMetrics, poolRecords} from './pool-helpers.js'
 
 /** 1000 pods in bursts of 100: the pool's sizing follows the bursts, and nothing of any of them may outlive the node. */
 const Bursts = 10
@@ -26,7 +26,8 @@ const BurstSize = 100
 /**
  * The pool under churn, on the node as users run it with the pod network:
  * bursts that drain the pool, deletes that give everything back, the
- * pool refilling in between. After 1000 pods and the node's stop, no
+ * pool refilling in between (to the burst's size: the second burst starts
+ * on warm entries only). After 1000 pods and the node's stop, no
  * namespace, veth, lease, mount or cgroup of any pod or pool entry is left.
  */
 describeMachineE2e('the warm pool after 1000 pods', () => {
@@ -62,8 +63,25 @@ describeMachineE2e('the warm pool after 1000 pods', () => {
       // thousand starts of one cost the host far less than of node), its name the tag, its sleep a child the pod's
       // end takes with it.
       const container = {name: 'main', image: 'sh', command: ['/bin/sh', '-c', 'trap "exit 0" TERM; sleep 3600 & wait', tag]}
+      let before: Record<string, number> = {}
       for (let b = 0; b < Bursts; b++) {
         seePool()
+        if (b === 1) {
+          // The first burst drained the pool (its floor); the quiet after it refills the pool to that burst's size,
+          // under the default cap, so the second burst of the same size starts on warm entries only.
+          let m: Record<string, number> = {}
+          await waitFor(
+            async () => {
+              m = await poolMetrics(node)
+              return m['vnode_sandbox_pool_entries:ready'] === BurstSize && m['vnode_sandbox_pool_entries:making'] === 0
+            },
+            () => `the pool refilled to the first burst's size (last: ${JSON.stringify(m)})`,
+            240_000,
+            1000,
+          )
+          expect(m).toMatchObject({vnode_sandbox_pool_target_entries: BurstSize, vnode_sandbox_pool_cap_entries: 128})
+          before = m
+        }
         const names = Array.from({length: BurstSize}, (_, i) => `b${b}-p${i}`)
         await Promise.all(names.map((name) => createPod(c.core, podOn(node, ns, name, [container]))))
         let last = ''
@@ -78,6 +96,11 @@ describeMachineE2e('the warm pool after 1000 pods', () => {
           120_000,
           500,
         )
+        if (b === 1) {
+          const m = await poolMetrics(node)
+          expect(m['vnode_sandbox_pool_leases_total:hit'] - before['vnode_sandbox_pool_leases_total:hit']).toBe(BurstSize)
+          expect(m['vnode_sandbox_pool_leases_total:miss'] - before['vnode_sandbox_pool_leases_total:miss']).toBe(0)
+        }
         const pods = (await c.core.listNamespacedPod({namespace: ns})).items
         // Each pod its own address: none shared by two pods of the burst.
         expect(new Set(pods.map((p) => p.status!.podIP)).size).toBe(BurstSize)

@@ -20,7 +20,7 @@ export function poolMetrics(pool: SandboxPoolFigures | undefined, now = new Date
           {labels: {state: 'making'}, value: pool.making},
         ],
       },
-      gauge('vnode_sandbox_pool_target_entries', 'Entries the pool is sized to now, from the recent pod start rate', pool.target),
+      gauge('vnode_sandbox_pool_target_entries', 'Entries the pool is sized to now: the largest burst of pod starts of the last minutes', pool.target),
       gauge('vnode_sandbox_pool_floor_entries', 'Entries the pool keeps however quiet the node is', pool.floor),
       gauge('vnode_sandbox_pool_cap_entries', 'Entries the pool never exceeds', pool.cap),
       {

@@ -94,7 +94,8 @@ export class PodNetwork {
     }
     this.list = conflist(this.config)
     this.entries = {dir: join(this.dir, 'pool'), cniPath: this.cniPath, chain: podIndependentChain(this.list), fullChain: this.list, ifName: PodInterface, ensureBridge: () => this.ensureBridge()}
-    const sizing = new PoolSizing({...opts.pool, cap: poolCapFor(opts.pool?.cap ?? DefaultPoolCap, podCidr, opts.pool?.maxPods)})
+    // A cap given is the user's; the default one leaves the node's pods their addresses.
+    const sizing = new PoolSizing({...opts.pool, cap: opts.pool?.cap ?? poolCapFor(DefaultPoolCap, podCidr, opts.pool?.maxPods)})
     if (sizing.cap > 0) {
       this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, opts.clock ?? RealClock, opts.log)
     }

@@ -13,8 +13,8 @@ export const DefaultPoolFloor = 1
 /**
  * Entries never exceeded: each holds a namespace (about 150 KiB of kernel
  * memory), a veth on the bridge and an address of the pod CIDR. Enough for
- * a 100-pod burst; the addresses the node's pods need come first
- * (poolCapFor).
+ * a 100-pod burst. Unless a cap is given, the addresses the node's pods
+ * need come first (poolCapFor).
  */
 export const DefaultPoolCap = 128
 /** Starts within this window are one burst. */
