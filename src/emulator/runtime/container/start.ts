@@ -1,7 +1,7 @@
 import {EventReason} from '../../kube/event-reasons.js'
 import type {V1ContainerStatus} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
-import {mkdirSync, writeFileSync} from 'node:fs'
+import {mkdir, writeFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import {containerLogFile} from '../logs/layout.js'
 import {nextRelist} from '../pod/sync-clock.js'
@@ -28,7 +28,8 @@ import {stopContainer} from './stop.js'
 export async function startContainer(host: ContainerHost, c: ContainerState): Promise<void> {
   const config = await configure(host, c)
   if (!config || host.end.finished) return
-  writeTerminationFile(config.terminationFile)
+  await writeTerminationFile(config.terminationFile)
+  if (host.end.finished) return
   // What the status showed until now: it still does until the start is seen.
   const before = c.status(host.defaultWaiting(), host.clock.now())
   create(host, c, config)
@@ -75,9 +76,10 @@ async function configure(host: ContainerHost, c: ContainerState): Promise<Contai
 }
 
 /** Step 2: the termination message file exists, empty, before the program runs. */
-function writeTerminationFile(path: string): void {
-  mkdirSync(dirname(path), {recursive: true, mode: 0o700})
-  writeFileSync(path, '', {mode: 0o600})
+/** On libuv's threads: a burst's file work stays off the event loop every other pod's sync waits on. */
+async function writeTerminationFile(path: string): Promise<void> {
+  await mkdir(dirname(path), {recursive: true, mode: 0o700})
+  await writeFile(path, '', {mode: 0o600})
 }
 
 /** Step 3: the instance's log (named by its restartCount: how many instances ran before it) and IDs; Created. */
@@ -95,7 +97,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
   try {
     const cgroup = sandbox.cgroup.createContainer(pod, c.name, c.spec, c.containerID!)
     const pipes = join(sandbox.dir, 'io', `${c.name}-${c.restartCount}`)
-    mkdirSync(dirname(pipes), {recursive: true, mode: 0o700})
+    await mkdir(dirname(pipes), {recursive: true, mode: 0o700})
     const {beforeExec, cgroups} = deps
     return await ContainerProcess.start({
       argv: config.argv,

@@ -1,4 +1,6 @@
-import {closeSync, existsSync, fstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync} from 'node:fs'
+import {closeSync, existsSync, fstat, fstatSync, mkdirSync, open, openSync, renameSync, rmSync, writeSync} from 'node:fs'
+import {mkdir} from 'node:fs/promises'
+import {promisify} from 'node:util'
 import {dirname} from 'node:path'
 import type {Readable} from 'node:stream'
 import {StringDecoder} from 'node:string_decoder'
@@ -16,6 +18,9 @@ export interface LogRotation {
   maxFiles: number
 }
 
+const openFd = promisify(open)
+const fstatFd = promisify(fstat)
+
 /**
  * Writes one container instance's stdout and stderr to its CRI log file
  * (log-layout.ts), one record per line, rotating by size. Writes are
@@ -30,10 +35,28 @@ export class ContainerLogWriter {
   constructor(
     readonly path: string,
     private readonly rotation: LogRotation = {maxBytes: DefaultLogMaxBytes, maxFiles: DefaultLogMaxFiles},
+    opened?: {fd: number; size: number},
   ) {
+    if (opened) {
+      this.fd = opened.fd
+      this.size = opened.size
+      return
+    }
     mkdirSync(dirname(path), {recursive: true, mode: 0o700})
     this.fd = openSync(path, 'a', 0o600)
     this.size = fstatSync(this.fd).size
+  }
+
+  /** The writer of a new instance's log, its directory and file made on libuv's threads (a start's path, not the event loop's). */
+  static async open(path: string, rotation?: LogRotation): Promise<ContainerLogWriter> {
+    await mkdir(dirname(path), {recursive: true, mode: 0o700})
+    const fd = await openFd(path, 'a', 0o600)
+    try {
+      return new ContainerLogWriter(path, rotation, {fd, size: (await fstatFd(fd)).size})
+    } catch (error) {
+      closeSync(fd)
+      throw error
+    }
   }
 
   /** Copies a stream into the log until it ends; resolves then. */

@@ -130,7 +130,7 @@ export class PodRuntime implements ContainerHost {
 
   /** Starts the pod; resolves after the first sync pass (started, not ready) once the relist has seen its starts. */
   async start(): Promise<void> {
-    this.sandbox.open(this.pod)
+    await this.sandbox.open(this.pod)
     this.sandbox.cgroup.warnUnenforced(this.pod, this.deps.limitsNotEnforced, (m) => this.podEvent('Warning', EventReason.LimitsNotEnforced, m))
     this.writeRecord()
     this.publish()

@@ -1,4 +1,5 @@
 import {constants as fsConstants, openSync, rmSync} from 'node:fs'
+import {rm} from 'node:fs/promises'
 import {Socket} from 'node:net'
 import {Readable} from 'node:stream'
 import {fifos} from './fifo.js'
@@ -37,10 +38,10 @@ export interface InstanceIOSpec {
 export async function openInstanceIO(spec: InstanceIOSpec) {
   const pipes = outputPipes(spec.pipes)
   await makePipes(pipes)
+  const log = await ContainerLogWriter.open(spec.logPath, spec.rotation)
   const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
   const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
   const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
-  const log = new ContainerLogWriter(spec.logPath, spec.rotation)
   const abandon = () => {
     log.close()
     readers.stdout.destroy()
@@ -51,7 +52,7 @@ export async function openInstanceIO(spec: InstanceIOSpec) {
 }
 
 async function makePipes(pipes: OutputPipes): Promise<void> {
-  removePipes(pipes)
+  await Promise.all([rm(pipes.stdout, {force: true}), rm(pipes.stderr, {force: true})])
   try {
     await fifos.make([pipes.stdout, pipes.stderr])
   } catch (error) {

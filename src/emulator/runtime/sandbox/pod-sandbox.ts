@@ -1,6 +1,7 @@
 import {EventReason} from '../../kube/event-reasons.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, writeFileSync} from 'node:fs'
+import {mkdir} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import type {Clock} from '../../../common/clock.js'
 import {Backoff} from '../../kube/backoff.js'
@@ -115,10 +116,10 @@ export class PodSandbox {
     return {node: this.deps.node, objects: this.deps.ctx.objects, tokens: this.deps.tokens, core: this.deps.ctx.core, sandboxed: this.deps.sandboxMode === 'namespaces'}
   }
 
-  /** The sandbox directory; the record and the volumes' refresh follow the pod. */
-  open(pod: V1Pod): void {
-    mkdirSync(this.deps.dir, {recursive: true, mode: 0o700})
+  /** The sandbox directory (made on libuv's threads, off the event loop a burst's syncs share); the record and the volumes' refresh follow the pod. */
+  async open(pod: V1Pod): Promise<void> {
     this.refresh.track(pod)
+    await mkdir(this.deps.dir, {recursive: true, mode: 0o700})
   }
 
   /**
