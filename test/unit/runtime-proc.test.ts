@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {spawn} from 'node:child_process'
-import {descendants, groupMembers, isGroupAlive, processGroups, readStat} from '../../src/emulator/runtime/process/proc.js'
+import {descendants, groupMembers, isGroupAlive, processCpuSeconds, processGroups, readStat} from '../../src/emulator/runtime/process/proc.js'
 import {checkRelativePath} from '../../src/emulator/runtime/volumes/volumes.js'
 
 describe('/proc helpers', () => {
@@ -61,6 +61,26 @@ describe('/proc helpers', () => {
       expect(processGroups(new Set()).size).toBe(0)
     } finally {
       for (const g of groups) process.kill(-g.pid!, 'SIGKILL')
+    }
+  })
+
+  test("processCpuSeconds: a process's run time from its threads, as its own getrusage tells it, not the ticks alone", async () => {
+    // The child burns 150 ms of CPU, says how much its getrusage counted, then waits.
+    const script = 'const t = () => {const u = process.cpuUsage(); return (u.user + u.system) / 1e6}; while (t() < 0.15) {}; console.log(t()); setInterval(() => {}, 1000)'
+    const child = spawn(process.execPath, ['-e', script], {stdio: ['ignore', 'pipe', 'inherit']})
+    try {
+      const own = Number(await new Promise<string>((r) => child.stdout.once('data', (d: Buffer) => r(d.toString().trim()))))
+      const stat = readStat(child.pid!)!
+      const seconds = processCpuSeconds(stat)
+      expect(seconds).toBeGreaterThanOrEqual(own * 0.9)
+      expect(seconds).toBeLessThan(own + 1)
+      expect(seconds).toBeGreaterThanOrEqual((stat.utime + stat.stime) / 100)
+      // Gone: the ticks read before are all there is.
+      child.kill('SIGKILL')
+      await new Promise((r) => child.once('exit', r))
+      expect(processCpuSeconds({...stat, utime: 7, stime: 3})).toBe(0.1)
+    } finally {
+      child.kill('SIGKILL')
     }
   })
 

@@ -46,6 +46,30 @@ export function readStat(pid: number): ProcStat | undefined {
   }
 }
 
+/**
+ * A process's CPU time in seconds, as precise as /proc allows: the sum of
+ * its live threads' run time in nanoseconds (/proc/<pid>/task/<tid>/schedstat),
+ * never less than its stat's utime and stime, which also count the threads
+ * that ended. The ticks alone are sampled: on some kernels a process that
+ * ran tens of milliseconds reads 0 of them.
+ */
+export function processCpuSeconds(s: ProcStat): number {
+  const ticks = (s.utime + s.stime) / ClockTicksPerSecond
+  let nanos = 0
+  try {
+    for (const tid of readdirSync(`/proc/${s.pid}/task`)) {
+      try {
+        nanos += Number(readFileSync(`/proc/${s.pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) || 0
+      } catch {
+        // The thread ended since the listing.
+      }
+    }
+  } catch {
+    return ticks
+  }
+  return Math.max(ticks, nanos / 1e9)
+}
+
 /** Every live (non-zombie) process below root: its children, theirs, and so on, from one pass over /proc. */
 export function descendants(root: number): ProcStat[] {
   const live = new Map<number, ProcStat>()
