@@ -4,7 +4,7 @@ import {createServer, type Server} from 'node:net'
 import {join} from 'node:path'
 import {execa} from 'execa'
 import {cliPath} from './env.mjs'
-import {describeHostE2e, kubeconfigPath, kubectl, runDir, startVnode, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
+import {describeHolding, kubeconfigPath, kubectl, runDir, startVnode, testEnv, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** Holds a TCP port on all addresses; resolves undefined when someone else holds it already. */
 function holdPort(port: number): Promise<Server | undefined> {
@@ -29,7 +29,7 @@ async function withSilentServer(fn: (port: number) => Promise<void>): Promise<vo
   }
 }
 
-describeHostE2e('bad input on the command line: one error line, exit 1, no stack trace', () => {
+describeHolding(['kubelet-port'])('bad input on the command line: one error line, exit 1, no stack trace', () => {
   const dir = join(runDir(), uniqueName('badcli'))
   const node = uniqueName('badcli')
   const file = (name: string, text: string) => {

@@ -4,7 +4,7 @@ import {existsSync, readFileSync} from 'node:fs'
 import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'
 import {nodeRootName} from '../../src/emulator/runtime/cgroups/layout.js'
 import {join} from 'node:path'
-import {clients, type Clients, createNamespace, deleteNamespace, describeHostE2e, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeHolding, kubectl, processesMatching, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
 /** This host's cgroups, found as vnode finds them. */
@@ -38,7 +38,7 @@ async function events(c: Clients, ns: string, pod: string): Promise<CoreV1EventL
 /** Allocates 300 MiB in 10 MiB steps (touched, so resident). */
 const hog = (marker: string) => `/*${marker}*/const a=[];for(let i=0;i<30;i++){a.push(Buffer.alloc(10*1024*1024,1))}console.log('allocated');setInterval(()=>{},1000)`
 
-describeHostE2e('cgroups: limits enforced, OOMKilled from the kernel, usage, resize, adoption, nothing left', () => {
+describeHolding(['cgroups'])('cgroups: limits enforced, OOMKilled from the kernel, usage, resize, adoption, nothing left', () => {
   let c: Clients
   let vnode: VnodeProcess
   const ns = uniqueName('cgroups')

@@ -3,7 +3,7 @@ import {execa, execaSync} from 'execa'
 import {existsSync, mkdirSync} from 'node:fs'
 import {join, resolve} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
-import {describeHostE2e, runDir, uniqueName, waitFor} from './helpers.js'
+import {describeHolding, runDir, uniqueName, waitFor} from './helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-demo')
@@ -15,7 +15,7 @@ const screen = async () => (lastScreen = (await tmux(['capture-pane', '-p', '-t'
  * `npm run demo` (scripts/demo.mjs, after the build) in a 150x40 terminal: its own control plane
  * (state under a temp XDG_STATE_HOME, binaries from the build cache), the sample workload, the dashboard.
  */
-describeHostE2e('the demo on a terminal (tmux 150x40)', () => {
+describeHolding(['network', 'kubelet-port'])('the demo on a terminal (tmux 150x40)', () => {
   const state = join(runDir(), uniqueName('demo-state'))
   const env = {...process.env, XDG_STATE_HOME: state}
   let shown: {ips: string[]; logs: string} = {ips: [], logs: ''}

@@ -5,7 +5,7 @@ import {type AddressInfo, createServer} from 'node:net'
 import {tmpdir} from 'node:os'
 import {delimiter, join} from 'node:path'
 import {cliPath} from './env.mjs'
-import {clients, createNamespace, deleteNamespace, describeHostE2e, kubeconfigPath, startVnode, stopAllVnodes, testWhen, uniqueName, waitFor} from './helpers.js'
+import {clients, createNamespace, deleteNamespace, describeHolding, kubeconfigPath, startVnode, stopAllVnodes, testWhen, uniqueName, waitFor} from './helpers.js'
 import {freePort, hasIptables, Reject} from './relay-helpers.js'
 
 interface Check {
@@ -52,7 +52,7 @@ const nobodyCanRun = isRoot && execaSync(asNobody[0], [...asNobody.slice(1), pro
  * a PATH that lacks bubblewrap, and as a user without privileges; against the
  * run's control plane (on loopback, without cluster services).
  */
-describeHostE2e('kubectl vnode doctor', () => {
+describeHolding(['network', 'kubelet-port'])('kubectl vnode doctor', () => {
   const dir = mkdtempSync(join(tmpdir(), 'vnode-doctor-e2e-'))
   // uid 65534 passes through to its own home below.
   chmodSync(dir, 0o711)

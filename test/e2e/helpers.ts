@@ -6,7 +6,7 @@ import {mkdirSync, mkdtempSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
-import {acquireHostLock, acquireMachine, acquireShared, LockWaitMs, releaseHostLock, releaseMachine, releaseShared} from './host-lock.js'
+import {acquireHostLocks, acquireMachine, acquireShared, HostResources, type HostResource, LockWaitMs, releaseHostLocks, releaseMachine, releaseShared} from './host-lock.js'
 
 /** The node binary by absolute path: a test container's own argv, not a shell of vnode's. */
 export const NODE = process.execPath
@@ -45,12 +45,12 @@ export const describeE2e = Object.assign(
   },
 )
 
-/** A describe that holds the machine lock (shared or whole) and then the host lock, both at the file's top level. */
-function describeLocked(machine: {acquire: () => Promise<void>; release: () => void}, name: string, fn: () => void): void {
+/** A describe that holds the machine lock (shared or whole) and then its host locks, all at the file's top level. */
+function describeLocked(machine: {acquire: () => Promise<void>; release: () => void}, resources: readonly HostResource[], name: string, fn: () => void): void {
   if (!process.env[E2eEnv.skip]) {
     beforeAll(() => machine.acquire(), LockWaitMs)
-    beforeAll(() => acquireHostLock(), LockWaitMs)
-    afterAll(() => releaseHostLock())
+    beforeAll(() => acquireHostLocks(resources), LockWaitMs)
+    afterAll(() => releaseHostLocks(resources))
     afterAll(() => machine.release())
   }
   describeOrSkip(name, fn)
@@ -58,20 +58,26 @@ function describeLocked(machine: {acquire: () => Promise<void>; release: () => v
 
 /**
  * `describeE2e` for a file that reads or makes state of the whole host
- * (host-lock.ts): it also holds the host lock, so no other such file runs
- * beside it.
+ * (host-lock.ts): it also holds the host lock of each kind of state it
+ * touches (the network's by default), so no other file touching the same
+ * runs beside it.
  */
 export function describeHostE2e(name: string, fn: () => void): void {
-  describeLocked({acquire: () => acquireShared(), release: releaseShared}, name, fn)
+  describeHolding(['network'])(name, fn)
+}
+
+/** `describeHostE2e` holding the host locks of these resources (host-lock.ts HostResource) instead of the network's. */
+export function describeHolding(resources: readonly HostResource[]): (name: string, fn: () => void) => void {
+  return (name, fn) => describeLocked({acquire: () => acquireShared(), release: releaseShared}, resources, name, fn)
 }
 
 /**
  * `describeE2e` for a file whose load would starve the files beside it:
- * it has the machine to itself (and the host lock), once the files running
- * have finished.
+ * it has the machine to itself (and every host lock), once the files
+ * running have finished.
  */
 export function describeMachineE2e(name: string, fn: () => void): void {
-  describeLocked({acquire: () => acquireMachine(), release: releaseMachine}, name, fn)
+  describeLocked({acquire: () => acquireMachine(), release: releaseMachine}, HostResources, name, fn)
 }
 
 /**

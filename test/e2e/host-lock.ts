@@ -4,13 +4,12 @@ import {E2eEnv} from './env.mjs'
 
 /**
  * Test files run in parallel, each with its own namespace, node names,
- * state dirs and ports. Two locks of the run's order the few that cannot:
+ * state dirs and ports. Locks of the run's order the few that cannot:
  *
- * - the host lock: a file that reads or makes state of the whole host that
- *   another such file would see (network namespaces, bridges and veths,
- *   iptables rules, cgroup trees, a cluster of its own with the pod
- *   network, a firewall rule on a port) runs only when no other such file
- *   does, beside files that touch none of it;
+ * - the host locks, one per kind of host-wide state (HostResource): a file
+ *   that reads or makes such state that another such file would see runs
+ *   only when no other file holding the same lock does, beside files that
+ *   touch none of it;
  * - the machine lock: a file whose load would starve the files beside it
  *   (a thousand pods) runs alone. Every other file holds the machine lock
  *   shared; the exclusive holder waits until the shared holders are gone,
@@ -98,7 +97,18 @@ class DirLock {
   }
 }
 
-const hostLock = new DirLock('host.lock')
+/**
+ * The kinds of host-wide state a file may hold to itself:
+ * - network: network namespaces, bridges and veths, iptables rules, a
+ *   cluster of its own with the pod network or kube-proxy, a firewall rule;
+ * - cgroups: the host's cgroup trees read whole, memory pushed to an OOM kill;
+ * - kubelet-port: the default kubelet port 10250, held or expected free.
+ * A file holding several takes them in this order, so two never wait on each other.
+ */
+export const HostResources = ['network', 'cgroups', 'kubelet-port'] as const
+export type HostResource = (typeof HostResources)[number]
+
+const hostLocks = new Map<HostResource, DirLock>(HostResources.map((r) => [r, new DirLock(`host-${r}.lock`)]))
 const machineLock = new DirLock('machine.lock')
 let sharedHeld = 0
 const sharedDir = () => join(runDir(), 'machine.shared')
@@ -115,12 +125,13 @@ function otherSharedHolders(): number[] {
   })
 }
 
-export function acquireHostLock(waitMs = LockWaitMs): Promise<void> {
-  return hostLock.acquire(waitMs)
+/** The host locks of these resources, in HostResources' order. */
+export async function acquireHostLocks(resources: readonly HostResource[], waitMs = LockWaitMs): Promise<void> {
+  for (const r of HostResources) if (resources.includes(r)) await hostLocks.get(r)!.acquire(waitMs)
 }
 
-export function releaseHostLock(): void {
-  hostLock.release()
+export function releaseHostLocks(resources: readonly HostResource[]): void {
+  for (const r of [...HostResources].reverse()) if (resources.includes(r)) hostLocks.get(r)!.release()
 }
 
 /** The machine lock, shared: waits while a file has the machine to itself. */
