@@ -1,7 +1,6 @@
 import {EventReason} from '../../kube/event-reasons.js'
 import type {V1Pod} from '@kubernetes/client-node'
-import {mkdirSync, writeFileSync} from 'node:fs'
-import {mkdir} from 'node:fs/promises'
+import {mkdir, writeFile} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import type {Clock} from '../../../common/clock.js'
 import {Backoff} from '../../kube/backoff.js'
@@ -139,14 +138,14 @@ export class PodSandbox {
       }
       this.volumes = r.volumes
       this.refresh.enable()
-      this.writePodFiles()
+      await this.writePodFiles()
       this.mountRetry.reset()
       mounted = true
     }
     if (this.net.enabled && !this.net.attachment) {
       try {
         await this.net.ensure()
-        this.writePodFiles()
+        await this.writePodFiles()
       } catch (error) {
         void this.deps.ctx.recorder.record(podRef(this.deps.pod()), 'Warning', EventReason.FailedCreatePodSandBox, `Failed to create pod sandbox: ${(error as Error).message}`)
         return {ready: false, syncFailed: true}
@@ -166,15 +165,17 @@ export class PodSandbox {
     return {hosts: join(dir, 'hosts'), resolvConf: join(dir, 'resolv.conf'), hostname: join(dir, 'hostname')}
   }
 
-  /** Written once the volumes are set up, before any container starts (the kubelet writes them with the sandbox). */
-  private writePodFiles(): void {
+  /** Written once the volumes are set up, before any container starts (the kubelet writes them with the sandbox); on libuv's threads. */
+  private async writePodFiles(): Promise<void> {
     if (this.deps.sandboxMode !== 'namespaces') return
     const pod = this.deps.pod()
     const files = this.podFiles()
-    mkdirSync(dirname(files.hosts), {recursive: true, mode: 0o700})
-    writeFileSync(files.hosts, hostsFile(pod, [this.net.attachment?.ip ?? this.deps.node.nodeIP]), {mode: 0o644})
-    writeFileSync(files.resolvConf, resolvConf(pod, this.deps.dns), {mode: 0o644})
-    writeFileSync(files.hostname, `${containerHostname(pod)}\n`, {mode: 0o644})
+    await mkdir(dirname(files.hosts), {recursive: true, mode: 0o700})
+    await Promise.all([
+      writeFile(files.hosts, hostsFile(pod, [this.net.attachment?.ip ?? this.deps.node.nodeIP]), {mode: 0o644}),
+      writeFile(files.resolvConf, resolvConf(pod, this.deps.dns), {mode: 0o644}),
+      writeFile(files.hostname, `${containerHostname(pod)}\n`, {mode: 0o644}),
+    ])
   }
 
   /** The pod's shared PID namespace, started with its first container (the kubelet's pause container). */
