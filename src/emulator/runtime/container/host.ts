@@ -75,4 +75,6 @@ export interface ContainerHost {
   /** Reports the pod's status if it changed. */
   publish(): void
   kick(): void
+  /** A kill is over: the next relist syncs the pod again. */
+  syncAtNextRelist(): void
 }

@@ -45,6 +45,7 @@ export function stopContainer(host: ContainerHost, c: ContainerState, message: s
   c.stopBegun(stopping)
   return stopping.finally(() => {
     c.stopEnded()
+    host.syncAtNextRelist()
     host.kick()
   })
 }

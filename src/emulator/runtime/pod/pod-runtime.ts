@@ -209,9 +209,15 @@ export class PodRuntime implements ContainerHost {
     // An exit the node caused (a stop, the pod's end) is seen by the kill that waits for it; any other at the relist.
     if (!c.stopping && !this.end.isTerminating && !this.closed) return this.unseenExits.add(c, see)
     see()
-    // The relist after a kill still finds the container dead and syncs the pod again (a PLEG event after the kill's
-    // own sync): a container the kill left in back-off says so twice.
-    if (c.stopping) this.wake(nextRelist(this.clock.now() + 1, this.deps.sync))
+  }
+
+  /**
+   * A kill is over (container/stop.ts): the relist after it still finds the container dead and syncs the pod again (a
+   * PLEG event after the kill's own sync), so a container the kill left in back-off says so twice. Asked for when the
+   * stop ends, which always follows the exit it waited for.
+   */
+  syncAtNextRelist(): void {
+    this.wake(nextRelist(this.clock.now() + 1, this.deps.sync))
   }
 
   /** A stop acts on the container as it is: an exit the relist has not seen yet is seen now. */
