@@ -1,6 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {spawn} from 'node:child_process'
 import {descendants, groupMembers, isGroupAlive, processCpuSeconds, processGroups, readStat} from '../../src/emulator/runtime/process/proc.js'
+import {processGroupUsage} from '../../src/emulator/runtime/process/usage.js'
 import {checkRelativePath} from '../../src/emulator/runtime/volumes/volumes.js'
 
 describe('/proc helpers', () => {
@@ -75,6 +76,12 @@ describe('/proc helpers', () => {
       expect(seconds).toBeGreaterThanOrEqual(own * 0.9)
       expect(seconds).toBeLessThan(own + 1)
       expect(seconds).toBeGreaterThanOrEqual((stat.utime + stat.stime) / 100)
+      // An instance's figure never goes back, though its live threads' sum may (a thread that ends): here, a reading of
+      // the stat alone, less than the one before.
+      const instance = {}
+      const first = processGroupUsage('c', child.pid!, undefined, [stat], instance).cpuSeconds
+      expect(first).toBeGreaterThanOrEqual(seconds)
+      expect(processGroupUsage('c', child.pid!, undefined, [{...stat, pid: -1, utime: 0, stime: 0}], instance).cpuSeconds).toBe(first)
       // Gone: the ticks read before are all there is.
       child.kill('SIGKILL')
       await new Promise((r) => child.once('exit', r))

@@ -305,7 +305,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       namespace: rt.pod.metadata!.namespace!,
       name: rt.pod.metadata!.name!,
       uid: rt.uid,
-      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid, c.proc!.startedAt, groups.get(c.proc!.pgid) ?? [])),
+      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid, c.proc!.startedAt, groups.get(c.proc!.pgid) ?? [], c.proc)),
     }))
   }
 
