@@ -1,8 +1,9 @@
 // Unit tests run anywhere; e2e tests share one real control plane per run
-// (test/e2e/global-setup.mjs). Files run in parallel (npm test: two workers),
+// (test/e2e/global-setup.mjs). Files run in parallel (npm test: four workers),
 // each with its own namespace, node names, state dirs and ports; the few that
-// read or make state of the whole host take the run's host lock one at a time,
-// and a file that would starve the others has the machine to itself
+// read or make state of the whole host take that state's host lock (the
+// network, the cgroup trees, the default kubelet port) one at a time, and a
+// file that would starve the others has the machine to itself
 // (test/e2e/host-lock.ts).
 /** Unit tests fail fast; e2e tests keep the common timeout for a real control plane. */
 const DefaultUnitTestTimeoutMs = 10_000
