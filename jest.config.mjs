@@ -1,5 +1,5 @@
 // Unit tests run anywhere; e2e tests share one real control plane per run
-// (test/e2e/global-setup.mjs). Files run in parallel (npm test: four workers),
+// (test/e2e/global-setup.mjs). Files run in parallel (npm test: three workers),
 // each with its own namespace, node names, state dirs and ports; the few that
 // read or make state of the whole host take that state's host lock (the
 // network, the cgroup trees, the default kubelet port) one at a time, and a
