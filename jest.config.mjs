@@ -1,10 +1,12 @@
 // Unit tests run anywhere; e2e tests share one real control plane per run
-// (test/e2e/global-setup.mjs). Files run in parallel (npm test: three workers),
+// (test/e2e/global-setup.mjs). Files run in parallel (npm test: four workers),
 // each with its own namespace, node names, state dirs and ports; the few that
 // read or make state of the whole host take that state's host lock (the
 // network, the cgroup trees, the default kubelet port) one at a time, and a
 // file that would starve the others has the machine to itself
-// (test/e2e/host-lock.ts).
+// (test/e2e/host-lock.ts). The files holding the network's lock are the
+// blocks of one file (network-lock.test.ts), and the order of the run starts
+// the machine's file, then that one (test/e2e/sequencer.mjs).
 /** Unit tests fail fast; e2e tests keep the common timeout for a real control plane. */
 const DefaultUnitTestTimeoutMs = 10_000
 
@@ -33,4 +35,6 @@ export default {
     },
   ],
   testTimeout: 120_000,
+  // The files that wait on host locks first (test/e2e/sequencer.mjs), so no lane idles behind a lock at the end.
+  testSequencer: '<rootDir>/test/e2e/sequencer.mjs',
 }

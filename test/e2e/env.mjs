@@ -10,6 +10,9 @@ export const E2eEnv = {
   skip: 'VNODE_E2E_SKIP',
 }
 
+/** The file names (comma-separated) of the run's files that have the machine to themselves, set by sequencer.mjs: they run first. */
+export const MachineFirstEnv = 'VNODE_E2E_MACHINE_FIRST'
+
 /** bin/kubectl-vnode of this checkout (runs dist/, built by `npm test`'s pretest). */
 export function cliPath() {
   return join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'kubectl-vnode')

@@ -1,4 +1,4 @@
-import {afterAll, beforeAll, describe, test} from '@jest/globals'
+import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
@@ -45,15 +45,25 @@ export const describeE2e = Object.assign(
   },
 )
 
-/** A describe that holds the machine lock (shared or whole) and then its host locks, all at the file's top level. */
+/**
+ * A describe that holds the machine lock (shared or whole) and then its host
+ * locks for its own length: taken before its own setup, released after its
+ * teardown (jest runs a block's hooks in the order they are declared). Held
+ * per block, not per file, so a file of several such blocks (network-lock.test.ts)
+ * holds each block's locks only while that block runs.
+ */
 function describeLocked(machine: {acquire: () => Promise<void>; release: () => void}, resources: readonly HostResource[], name: string, fn: () => void): void {
-  if (!process.env[E2eEnv.skip]) {
+  if (process.env[E2eEnv.skip]) {
+    describeOrSkip(name, fn)
+    return
+  }
+  describe(name, () => {
     beforeAll(() => machine.acquire(), LockWaitMs)
     beforeAll(() => acquireHostLocks(resources), LockWaitMs)
+    fn()
     afterAll(() => releaseHostLocks(resources))
     afterAll(() => machine.release())
-  }
-  describeOrSkip(name, fn)
+  })
 }
 
 /**
@@ -77,7 +87,7 @@ export function describeHolding(resources: readonly HostResource[]): (name: stri
  * running have finished.
  */
 export function describeMachineE2e(name: string, fn: () => void): void {
-  describeLocked({acquire: () => acquireMachine(), release: releaseMachine}, HostResources, name, fn)
+  describeLocked({acquire: () => acquireMachine(), release: () => releaseMachine(expect.getState().testPath ?? undefined)}, HostResources, name, fn)
 }
 
 /**

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
-import {join} from 'node:path'
-import {E2eEnv} from './env.mjs'
+import {basename, join} from 'node:path'
+import {E2eEnv, MachineFirstEnv} from './env.mjs'
 
 /**
  * Test files run in parallel, each with its own namespace, node names,
@@ -14,6 +14,10 @@ import {E2eEnv} from './env.mjs'
  *   (a thousand pods) runs alone. Every other file holds the machine lock
  *   shared; the exclusive holder waits until the shared holders are gone,
  *   and no new one starts while it waits or runs.
+ *
+ * The files that have the machine to themselves run first (sequencer.mjs):
+ * a shared holder also waits until each of them has released it, so no file
+ * that jest starts beside one takes its share first and keeps it waiting.
  *
  * Each lock is a directory under the run's dir (mkdir is atomic) naming its
  * holder's pid; a shared holder is a file named by its pid. A holder that
@@ -134,13 +138,25 @@ export function releaseHostLocks(resources: readonly HostResource[]): void {
   for (const r of [...HostResources].reverse()) if (resources.includes(r)) hostLocks.get(r)!.release()
 }
 
-/** The machine lock, shared: waits while a file has the machine to itself. */
+const doneDir = () => join(runDir(), 'machine.done')
+
+/** The machine files of this run (sequencer.mjs) that have not yet released the machine. */
+export function machineFilesToCome(env: NodeJS.ProcessEnv = process.env): string[] {
+  const names = (env[MachineFirstEnv] ?? '').split(',').filter(Boolean)
+  return names.filter((n) => !existsSync(join(doneDir(), n)))
+}
+
+/** The machine lock, shared: waits until the run's machine files have run, and while a file has the machine to itself. */
 export async function acquireShared(waitMs = LockWaitMs): Promise<void> {
   if (sharedHeld > 0) {
     sharedHeld++
     return
   }
   const deadline = Date.now() + waitMs
+  while (machineFilesToCome().length > 0) {
+    if (Date.now() > deadline) throw new Error(`${machineFilesToCome().join(', ')} still to run first after ${waitMs} ms`)
+    await sleep(PollMs)
+  }
   mkdirSync(sharedDir(), {recursive: true})
   for (;;) {
     if (!machineLock.heldElsewhere()) {
@@ -174,6 +190,10 @@ export async function acquireMachine(waitMs = LockWaitMs): Promise<void> {
   }
 }
 
-export function releaseMachine(): void {
+/** Releases the machine; `testPath` (the file's) marks it as run for the shared holders waiting on the machine files. */
+export function releaseMachine(testPath?: string): void {
   machineLock.release()
+  if (testPath === undefined) return
+  mkdirSync(doneDir(), {recursive: true})
+  writeFileSync(join(doneDir(), basename(testPath)), '')
 }
