@@ -1,7 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {execa} from 'execa'
 import {cliPath} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-watch')
@@ -14,6 +14,7 @@ const history = async () => (await tmux(['capture-pane', '-p', '-S', '-', '-E', 
 
 describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws in place', () => {
   let c: Clients
+  let vn: VnodeProcess
   const node = uniqueName('watchtui')
   const ns = uniqueName('watchtui')
   const pod = (name: string) => ({
@@ -22,15 +23,22 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
   })
   beforeAll(async () => {
     c = await clients()
-    const p = startVnode(node)
+    vn = startVnode(node)
     await createNamespace(c.core, ns)
-    await p.ready()
+    await vn.ready()
   })
   afterAll(async () => {
     await tmux(['kill-server'])
     await deleteNamespace(c.core, ns)
     await stopAllVnodes()
   })
+
+  /** What the node said last, for a screen that does not come: the table reads the API server, the node writes it. */
+  const nodeSide = () =>
+    `vnode ${node} said: ${vn.lines
+      .slice(-15)
+      .map((l) => `${l.time} ${l.message}`)
+      .join(' | ')} ${vn.stderr.slice(-500)}`
 
   test('with a full screen of earlier output, ages ticking and pods coming and going: one header, one row per pod, the footer last', async () => {
     for (const name of ['alpha', 'beta']) await c.core.createNamespacedPod({namespace: ns, body: pod(name)})
@@ -39,7 +47,7 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
     expect((await tmux(['new-session', '-d', '-s', 'watch', '-x', '120', '-y', '30', 'env', '-u', 'CI', 'sh', '-c', cmd])).exitCode).toBe(0)
     await waitFor(
       async () => /watching 2 pods/.test(await screen()) && /alpha\s+1\/1\s+Running/.test(lastScreen) && /beta\s+1\/1\s+Running/.test(lastScreen),
-      () => `both pods Running:\n${lastScreen}`,
+      () => `both pods Running:\n${lastScreen}\n${nodeSide()}`,
       30_000,
       200,
     )
@@ -48,7 +56,7 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
     await c.core.createNamespacedPod({namespace: ns, body: pod('gamma')})
     await waitFor(
       async () => /watching 3 pods/.test(await screen()) && /gamma\s+1\/1\s+Running/.test(lastScreen),
-      () => `gamma Running:\n${lastScreen}`,
+      () => `gamma Running:\n${lastScreen}\n${nodeSide()}`,
       30_000,
       200,
     )

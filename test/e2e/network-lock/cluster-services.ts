@@ -2,12 +2,12 @@ import {beforeAll, expect, test} from '@jest/globals'
 import {readFileSync} from 'node:fs'
 import {Resolver} from 'node:dns/promises'
 import {join} from 'node:path'
-import {isAlive} from '../../src/cluster/process.js'
-import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../src/common/host-firewall.js'
-import {freePort} from '../../src/common/ports.js'
-import {type Clients, clusterWithServices, describeHostE2e, kubectl, NODE, stopAllVnodes, testWhen, topNode, vnode, waitFor} from './helpers.js'
-import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice, unusedAddress} from './network-helpers.js'
-import {listNetns} from '../../src/emulator/runtime/network/netns.js'
+import {isAlive} from '../../../src/cluster/process.js'
+import {firewallAdded, type FirewallSnapshot, snapshotFirewall} from '../../../src/common/host-firewall.js'
+import {freePort} from '../../../src/common/ports.js'
+import {type Clients, clusterWithServices, describeHostE2e, kubectl, NODE, stopAllVnodes, testWhen, topNode, vnode, waitFor} from '../helpers.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice, unusedAddress} from '../network-helpers.js'
+import {listNetns} from '../../../src/emulator/runtime/network/netns.js'
 
 /** A container that serves its name over HTTP on port and burns a little CPU, so metrics-server has a rate to report. */
 function server(name: string, port: number) {

@@ -2,8 +2,8 @@ import {afterAll, expect, test} from '@jest/globals'
 import {execa, execaSync} from 'execa'
 import {existsSync, mkdirSync} from 'node:fs'
 import {join, resolve} from 'node:path'
-import {cliPath, E2eEnv} from './env.mjs'
-import {describeHolding, runDir, uniqueName, waitFor} from './helpers.js'
+import {cliPath, E2eEnv} from '../env.mjs'
+import {describeHolding, runDir, uniqueName, waitFor} from '../helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-demo')

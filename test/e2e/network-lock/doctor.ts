@@ -4,9 +4,9 @@ import {accessSync, chmodSync, chownSync, constants, copyFileSync, existsSync, m
 import {type AddressInfo, createServer} from 'node:net'
 import {tmpdir} from 'node:os'
 import {delimiter, join} from 'node:path'
-import {cliPath} from './env.mjs'
-import {clients, createNamespace, deleteNamespace, describeHolding, kubeconfigPath, startVnode, stopAllVnodes, testWhen, uniqueName, waitFor} from './helpers.js'
-import {freePort, hasIptables, Reject} from './relay-helpers.js'
+import {cliPath} from '../env.mjs'
+import {clients, createNamespace, deleteNamespace, describeHolding, kubeconfigPath, startVnode, stopAllVnodes, testWhen, uniqueName, waitFor} from '../helpers.js'
+import {freePort, hasIptables, Reject} from '../relay-helpers.js'
 
 interface Check {
   id: string

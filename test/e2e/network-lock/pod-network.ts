@@ -4,12 +4,12 @@ import {execa} from 'execa'
 import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {Resolver} from 'node:dns/promises'
 import {join} from 'node:path'
-import {freePort} from '../../src/common/ports.js'
-import {primaryAddress} from '../../src/emulator/node/host.js'
-import {bridgeName} from '../../src/emulator/runtime/network/config.js'
-import {listNetns} from '../../src/emulator/runtime/network/netns.js'
-import {NetnsPrefix} from '../../src/emulator/runtime/network/pod-network.js'
-import {E2eEnv} from './env.mjs'
+import {freePort} from '../../../src/common/ports.js'
+import {primaryAddress} from '../../../src/emulator/node/host.js'
+import {bridgeName} from '../../../src/emulator/runtime/network/config.js'
+import {listNetns} from '../../../src/emulator/runtime/network/netns.js'
+import {NetnsPrefix} from '../../../src/emulator/runtime/network/pod-network.js'
+import {E2eEnv} from '../env.mjs'
 import {
   clients,
   type Clients,
@@ -26,9 +26,9 @@ import {
   vnode,
   type VnodeProcess,
   waitFor,
-} from './helpers.js'
-import {PodNetworkAnnotation} from '../../src/common/labels.js'
-import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice} from './network-helpers.js'
+} from '../helpers.js'
+import {PodNetworkAnnotation} from '../../../src/common/labels.js'
+import {assertLocalRoute, clusterNetwork, httpGet, isRoot, links, natRules, serviceDevice} from '../network-helpers.js'
 /** One port every replica listens on inside its own namespace. */
 const AppPort = 8080
 

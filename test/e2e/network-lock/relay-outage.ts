@@ -2,15 +2,15 @@ import {afterAll, beforeAll, expect} from '@jest/globals'
 import * as k8s from '@kubernetes/client-node'
 import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
 import {join} from 'node:path'
-import {startComponent, stopComponent} from '../../src/cluster/controlplane.js'
-import {createNamespace, describeHostE2e, kubectl, runDir, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from './helpers.js'
-import {freePort, hasBwrap, python, relayFlags} from './relay-helpers.js'
+import {startComponent, stopComponent} from '../../../src/cluster/controlplane.js'
+import {createNamespace, describeHostE2e, kubectl, runDir, startVnode, stopAllVnodes, testWhen, uniqueName, vnode, type VnodeProcess, waitFor} from '../helpers.js'
+import {freePort, hasBwrap, python, relayFlags} from '../relay-helpers.js'
 
 /**
  * The relay through outages, on a control plane of this file's own (its API
  * server is stopped and started again): the relay's process killed, and the
  * API server restarted, each leave `kubectl logs` working again within 30 s.
- * As in relay.test.ts, the relay pod runs on a second vnode node, and the
+ * As in relay.ts, the relay pod runs on a second vnode node, and the
  * node under test listens on loopback only, so what reaches it came through
  * the relay.
  */

@@ -6,9 +6,9 @@ import {get} from 'node:http'
 import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {connect as tlsConnect, type TLSSocket} from 'node:tls'
 import {dirname, join} from 'node:path'
-import {E2eEnv} from './env.mjs'
-import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from './relay-helpers.js'
-import {expectInteractiveShell} from './tty-exec.js'
+import {E2eEnv} from '../env.mjs'
+import {dial, freePort, hasBwrap, hasIptables, python, Reject, relayFlags} from '../relay-helpers.js'
+import {expectInteractiveShell} from '../tty-exec.js'
 import {
   clients,
   type Clients,
@@ -28,7 +28,7 @@ import {
   vnode,
   type VnodeProcess,
   waitFor,
-} from './helpers.js'
+} from '../helpers.js'
 
 /**
  * `up --relay`: a node whose kubelet API the API server cannot reach, served

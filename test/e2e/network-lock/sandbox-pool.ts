@@ -3,9 +3,9 @@ import type {V1Pod} from '@kubernetes/client-node'
 import {existsSync, readFileSync, readdirSync} from 'node:fs'
 import {join} from 'node:path'
 import {execa} from 'execa'
-import {bridgeName} from '../../src/emulator/runtime/network/config.js'
-import {listNetns} from '../../src/emulator/runtime/network/netns.js'
-import {PoolNetnsPrefix} from '../../src/emulator/runtime/network/pool-entries.js'
+import {bridgeName} from '../../../src/emulator/runtime/network/config.js'
+import {listNetns} from '../../../src/emulator/runtime/network/netns.js'
+import {PoolNetnsPrefix} from '../../../src/emulator/runtime/network/pool-entries.js'
 import {
   clients,
   type Clients,
@@ -20,10 +20,10 @@ import {
   uniqueName,
   type VnodeProcess,
   waitFor,
-} from './helpers.js'
-import {containerStatus, createPod, nodeContainer, podOn, waitPod} from './faults-helpers.js'
-import {isRoot, links} from './network-helpers.js'
-import {expectNothingLeft, netnsMounts, podNetns, poolMetrics, poolRecords} from './pool-helpers.js'
+} from '../helpers.js'
+import {containerStatus, createPod, nodeContainer, podOn, waitPod} from '../faults-helpers.js'
+import {isRoot, links} from '../network-helpers.js'
+import {expectNothingLeft, netnsMounts, podNetns, poolMetrics, poolRecords} from '../pool-helpers.js'
 
 /** The pool's size for this file: a floor of 1 and a cap of 3, so a burst of 6 is larger than it. */
 const Floor = 1
