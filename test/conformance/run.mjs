@@ -21,8 +21,8 @@ import {writeReport} from './report.mjs'
 export const DefaultWindowSeconds = 50
 /** Pods are created in pairs (one per node) this far apart, so neither node starts a burst. */
 export const DefaultStaggerMs = 400
-/** Specs run this many at a time: the suite compares semantics, not how a node copes with a crowd (that is `npm run bench`). */
-export const DefaultBatchSize = 17
+/** At most this many specs live at a time: the suite compares semantics, not how a node copes with a crowd (that is `npm run bench`). */
+export const DefaultConcurrentSpecs = 17
 export const DefaultGoneTimeoutMs = 90_000
 /** The corpus's ports are picked from this many ports below the ephemeral range. */
 export const DefaultPortSpan = 8_000
@@ -130,11 +130,27 @@ async function record(k8s, kc, ns, rec) {
   return () => controllers.forEach((c) => c.abort())
 }
 
+/** A slot for each spec that may be live at once: `take` waits for one, `give` frees it. */
+function slots(n) {
+  let free = n
+  const waiting = []
+  return {
+    take: () => (free > 0 ? (free--, Promise.resolve()) : new Promise((r) => waiting.push(r))),
+    give: () => (waiting.length > 0 ? waiting.shift()() : free++),
+  }
+}
+
+/**
+ * Runs the specs on both nodes, at most DefaultConcurrentSpecs of them live
+ * at a time: the next spec starts as soon as one is gone from both nodes, so
+ * no spec waits for the slowest of a batch. Each spec's pods are created in a
+ * pair (one per node), watched for the window, deleted, and followed until
+ * they are gone.
+ */
 async function runCorpus({core, k8s, kc, nodes, specs, windowSeconds}) {
   const rec = {kubelet: {pods: {}, events: {}}, vnode: {pods: {}, events: {}}}
   const stops = []
   for (const side of ['kubelet', 'vnode']) stops.push(await record(k8s, kc, Namespaces[side], rec[side]))
-  const deletions = []
   const remove = async (side, spec) => {
     const r = rec[side].pods[spec.name]
     if (r.createError) return
@@ -152,7 +168,13 @@ async function runCorpus({core, k8s, kc, nodes, specs, windowSeconds}) {
       await del(0)
     }
   }
-  for (const spec of specs) {
+  const gone = (side, spec) => {
+    const r = rec[side].pods[spec.name]
+    return r.createError || r.states.some((s) => s.type === 'DELETED')
+  }
+  /** One spec on both nodes, from the creates until both pods are gone (or DefaultGoneTimeoutMs after the deletes). */
+  const runSpec = async (spec) => {
+    const deletions = []
     for (const side of ['kubelet', 'vnode']) {
       const body = {metadata: {name: spec.name, labels: {spec: spec.name}}, spec: {...spec.spec, nodeName: nodes[side]}}
       const r = (rec[side].pods[spec.name] ??= {states: []})
@@ -164,17 +186,21 @@ async function runCorpus({core, k8s, kc, nodes, specs, windowSeconds}) {
       })
       deletions.push(sleep((spec.deleteAfter ?? windowSeconds) * 1000).then(() => remove(side, spec)))
     }
+    await Promise.all(deletions)
+    const deadline = Date.now() + DefaultGoneTimeoutMs
+    while (!['kubelet', 'vnode'].every((side) => gone(side, spec)) && Date.now() < deadline) await sleep(500)
+    // A pod still there at the deadline stays without a DELETED state: compare fails it as never gone.
+    for (const side of ['kubelet', 'vnode']) if (!gone(side, spec)) log(`conformance: ${side}/${spec.name} still there ${DefaultGoneTimeoutMs / 1000} s after its delete`)
+  }
+  const live = slots(DefaultConcurrentSpecs)
+  const running = []
+  for (const [i, spec] of specs.entries()) {
+    await live.take()
+    running.push(runSpec(spec).finally(live.give))
+    if ((i + 1) % DefaultConcurrentSpecs === 0 || i + 1 === specs.length) log(`conformance: ${i + 1}/${specs.length} specs started on both nodes; each watched for ${windowSeconds} s`)
     await sleep(DefaultStaggerMs)
   }
-  log(`conformance: ${specs.length} specs created on both nodes; watching for ${windowSeconds} s each`)
-  await Promise.all(deletions)
-  const deadline = Date.now() + DefaultGoneTimeoutMs
-  const allGone = () => ['kubelet', 'vnode'].every((side) => Object.values(rec[side].pods).every((r) => r.createError || r.states.some((s) => s.type === 'DELETED')))
-  while (!allGone() && Date.now() < deadline) await sleep(500)
-  // A pod still there at the deadline stays without a DELETED state: compare fails it as never gone.
-  for (const side of ['kubelet', 'vnode'])
-    for (const [name, r] of Object.entries(rec[side].pods))
-      if (!r.createError && !r.states.some((s) => s.type === 'DELETED')) log(`conformance: ${side}/${name} still there ${DefaultGoneTimeoutMs / 1000} s after the deletes`)
+  await Promise.all(running)
   await sleep(2000) // the last events of the deletes
   stops.forEach((s) => s())
   return rec
@@ -294,15 +320,9 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
     for (const side of ['kubelet', 'vnode']) await prepareNamespace(core, Namespaces[side])
     let specs = corpus(await freePorts(8))
     if (only) specs = specs.filter((s) => only.some((o) => s.name.includes(o)))
-    const rec = {kubelet: {pods: {}, events: {}}, vnode: {pods: {}, events: {}}, load: [], cpus: availableParallelism()}
-    const stopLoad = watchLoad(rec.load)
-    for (let i = 0; i < specs.length; i += DefaultBatchSize) {
-      const batch = await runCorpus({core, k8s, kc, nodes, specs: specs.slice(i, i + DefaultBatchSize), windowSeconds})
-      for (const side of ['kubelet', 'vnode']) {
-        Object.assign(rec[side].pods, batch[side].pods)
-        Object.assign(rec[side].events, batch[side].events)
-      }
-    }
+    const load = []
+    const stopLoad = watchLoad(load)
+    const rec = {...(await runCorpus({core, k8s, kc, nodes, specs, windowSeconds})), load, cpus: availableParallelism()}
     stopLoad()
     await mkdir(outDir, {recursive: true})
     const seconds = Math.round((Date.now() - started) / 1000)
