@@ -31,6 +31,25 @@ export function parsePoolSize(s: string | undefined): {floor: number; cap: numbe
   return {floor: Number(m[1]), cap: Number(m[2])}
 }
 
+/**
+ * --crash-loop-backoff INITIAL:MAX, a restarting container's back-off (container/crash-loop.ts): the first delay and
+ * the cap it doubles up to. The kubelet's are 10s:5m; its ReduceDefaultCrashLoopBackOffDecay feature gives 1s:1m.
+ */
+export function parseCrashLoopBackoff(s: string): {initialMs: number; maxMs: number} {
+  const usage = `invalid --crash-loop-backoff "${s}": expected INITIAL:MAX, two durations with 0 < INITIAL <= MAX, e.g. 10s:5m (the kubelet's) or 1s:1m`
+  const parts = s.split(':')
+  if (parts.length !== 2) throw new UserError(usage)
+  let initialMs: number
+  let maxMs: number
+  try {
+    ;[initialMs, maxMs] = parts.map((p) => parseDuration('--crash-loop-backoff', p))
+  } catch {
+    throw new UserError(usage)
+  }
+  if (!(initialMs > 0) || initialMs > maxMs) throw new UserError(usage)
+  return {initialMs, maxMs}
+}
+
 export default class Up extends Command {
   static override summary = 'Register a node with the current cluster and run its pods as local processes'
   static override examples = ['kubectl vnode up', 'kubectl vnode up --name dev-laptop --label team=web --no-tui', 'kubectl vnode up --context kind-kind --cpu 4 --memory 8Gi --rm']
@@ -71,6 +90,10 @@ export default class Up extends Command {
     'kube-api-burst': Flags.integer({description: 'API request burst above --kube-api-qps', default: 100, min: 1}),
     'event-qps': Flags.integer({description: 'events per second this node may write, a budget apart from --kube-api-qps; 0 for no limit', default: 50, min: 0}),
     'event-burst': Flags.integer({description: 'event burst above --event-qps', default: 100, min: 1}),
+    'crash-loop-backoff': Flags.string({
+      description: "a restarting container's back-off as INITIAL:MAX, its first delay and the cap it doubles up to: the kubelet's 10s:5m, or e.g. 1s:1m for a quicker loop while developing",
+      default: '10s:5m',
+    }),
     'shutdown-grace': Flags.integer({description: 'seconds the pods get to terminate when vnode stops', default: 30, min: 0}),
     nodes: Flags.integer({description: 'run N nodes in this process, named <name>-0 .. <name>-N-1, each with its own lease, status and port', default: 1, min: 1}),
     rm: Flags.boolean({description: 'on exit, delete the Node and its Lease instead of cordoning it'}),
@@ -148,6 +171,7 @@ export default class Up extends Command {
     const {modeLine} = await import('../kubectl/doctor-report.js')
     const podNetworkFlag = flags['pod-network'] as 'auto' | 'on' | 'off'
     const sandboxPool = parsePoolSize(flags['sandbox-pool'])
+    const crashLoop = parseCrashLoopBackoff(flags['crash-loop-backoff'])
     const {loadKubeConfig} = await import('../emulator/kube/client.js')
     const {EventReason} = await import('../emulator/kube/event-reasons.js')
     const server = (await loadKubeConfig({kubeconfig: flags.kubeconfig, context: flags.context}).catch(() => undefined))?.getCurrentCluster()?.server
@@ -222,6 +246,7 @@ export default class Up extends Command {
           path: process.env.PATH,
           cgroups,
           podPidsLimit: flags['pod-max-pids'],
+          crashLoop,
           network,
           hostNetworkReason: network ? undefined : (podNetworkDetection.reason ?? 'the pod network could not be set up'),
           dns: {
