@@ -529,7 +529,8 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
         10_000,
         200,
       )
-      await kubectl(['delete', '-n', ns, 'deployment/web', 'pod/hp', '--wait=false'])
+      // Node.js as its sandbox's PID 1 ignores SIGTERM: a short grace, so the delete does not wait out the default 30 s.
+      await kubectl(['delete', '-n', ns, 'deployment/web', 'pod/hp', '--wait=false', '--grace-period=2'])
       await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'pods gone', 60_000, 500)
       const left = await listNetns(NetnsPrefix)
       for (const n of podNetns) expect(left).not.toContain(n)
