@@ -2,9 +2,7 @@ import {afterEach, describe, expect, test} from '@jest/globals'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {copyFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {setupLostHostMount, waitForProgram} from '../../src/emulator/runtime/process/sandboxed-start.js'
-import {boundMountsGone, withMountsOfNow} from '../../src/emulator/runtime/sandbox/spawn.js'
-import type {ContainerSandboxSpec} from '../../src/emulator/runtime/sandbox/spec.js'
+import {waitForProgram} from '../../src/emulator/runtime/process/sandboxed-start.js'
 import {tempDir} from './temp-dirs.js'
 
 /**
@@ -48,59 +46,5 @@ describe('waitForProgram: an exec enters a sandbox only once it is set up', () =
     const started = Date.now()
     await waitForProgram(child.pid!)
     expect(Date.now() - started).toBeLessThan(500)
-  })
-})
-
-/**
- * A host mount the sandbox binds back over its writable layer can go away
- * between the start's read of the mount table and bwrap's mount of it
- * (another runtime's container ending): bwrap's setup fails, and the start is
- * made again with the mounts of now, rather than failing the container.
- */
-describe('a sandbox setup that lost a host mount is made again', () => {
-  const layer = (subMounts: string[]): ContainerSandboxSpec =>
-    ({
-      rootLayer: {
-        dir: '/l',
-        overlays: [
-          {path: '/tmp', merged: '/l/merged/tmp'},
-          {path: '/var', merged: '/l/merged/var'},
-        ],
-        subMounts,
-        mounts: [],
-        mode: 'root',
-      },
-    }) as unknown as ContainerSandboxSpec
-  const ended = async () => {
-    const child = spawn('/usr/bin/true', [], {stdio: 'ignore'})
-    await new Promise((r) => child.once('exit', r))
-    return child.pid!
-  }
-
-  test('the mounts bound that are mounted no more; the sandbox again with the topmost mounts of now', () => {
-    const sandbox = layer(['/tmp/a/rootfs', '/tmp/b/rootfs', '/var/lib/x'])
-    expect(boundMountsGone(sandbox, ['/', '/tmp/b/rootfs', '/var/lib/x'])).toEqual(['/tmp/a/rootfs'])
-    expect(boundMountsGone(layer([]), ['/'])).toEqual([])
-    const again = withMountsOfNow(sandbox, ['/', '/tmp/b/rootfs', '/tmp/b/rootfs/dev', '/var/lib/x', '/usr/y', '/proc'])
-    expect(again.rootLayer!.subMounts).toEqual(['/tmp/b/rootfs', '/var/lib/x'])
-    expect(again.rootLayer!.overlays).toBe(sandbox.rootLayer!.overlays)
-    expect(sandbox.rootLayer!.subMounts).toEqual(['/tmp/a/rootfs', '/tmp/b/rootfs', '/var/lib/x'])
-  })
-
-  test('only a failed setup with a bound mount gone is made again: not a program that ran, not one that lives, not another failure', async () => {
-    const sandbox = layer(['/tmp/a/rootfs'])
-    const gone = () => ['/tmp/a/rootfs']
-    const none = () => []
-    const pid = await ended()
-    expect(await setupLostHostMount(pid, Promise.resolve({code: 1, signal: null, setupFailed: true}), sandbox, gone)).toBe(true)
-    // bwrap's own failure with every bound mount still there: the container's StartError, as before.
-    expect(await setupLostHostMount(pid, Promise.resolve({code: 1, signal: null, setupFailed: true}), sandbox, none)).toBe(false)
-    // The program ran and exited 1.
-    expect(await setupLostHostMount(pid, Promise.resolve({code: 1, signal: null}), sandbox, gone)).toBe(false)
-    // No host mount bound: nothing to lose.
-    expect(await setupLostHostMount(pid, Promise.resolve({code: 1, signal: null, setupFailed: true}), layer([]), gone)).toBe(false)
-    // PID 1 lives (its program runs): answered at once, without waiting for an exit that may never come.
-    const never = new Promise<never>(() => undefined)
-    expect(await setupLostHostMount(process.pid, never, sandbox, gone)).toBe(false)
   })
 })

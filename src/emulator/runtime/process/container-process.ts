@@ -10,12 +10,12 @@ import {openTerminal, spawnOnTerminal, type ContainerTerminal} from '../containe
 import {ContainerLogWriter} from '../logs/writer.js'
 import {isGroupAlive, readStat, signalGroup} from './proc.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
-import {enterArgv, SandboxStartError, spawnSandboxed, withMountsOfNow} from '../sandbox/spawn.js'
+import {enterArgv, SandboxStartError, spawnSandboxed} from '../sandbox/spawn.js'
 import {placedArgv} from './placed-argv.js'
 import {openInstanceIO, openReaderOrEmpty, outputPipes, removePipes, type OutputPipes} from './instance-io.js'
 import {DefaultAdoptedPollMs, DefaultKillPollMs, DefaultKillWaitMs, DefaultPipeDrainMs, exitInfo} from './process-spec.js'
 import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, SandboxedProcess, SpawnSpec} from './process-spec.js'
-import {MaxSandboxSetupAttempts, sandboxedProcess, sandboxExit, setupLostHostMount, waitForProgram} from './sandboxed-start.js'
+import {sandboxedProcess, sandboxExit, waitForProgram} from './sandboxed-start.js'
 
 /**
  * One container instance: a process started from an argv array (never a
@@ -249,13 +249,8 @@ export class ContainerProcess {
     this.terminal?.resize(cols, rows)
   }
 
-  /**
-   * The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. Returns
-   * once the sandbox is set up (the program runs, or the setup failed). A setup that failed because a host mount it
-   * was to bind went away meanwhile (another runtime's container ending) is made again with the mounts of now, up to
-   * MaxSandboxSetupAttempts times: the host changed under the start, the container did not fail.
-   */
-  private static async startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec, attempt = 1): Promise<ContainerProcess> {
+  /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. */
+  private static async startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
     try {
@@ -271,30 +266,7 @@ export class ContainerProcess {
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
     const rawExit = sandboxExit(started)
-    const setUp = waitForProgram(pid)
-    await setUp
-    if (attempt < MaxSandboxSetupAttempts && (await setupLostHostMount(pid, rawExit, sandbox))) {
-      // Nothing of this attempt is kept: bwrap's words are in pipes nobody has read, removed with them.
-      abandon()
-      return ContainerProcess.startSandboxed(spec, withMountsOfNow(sandbox), attempt + 1)
-    }
-    const proc = new ContainerProcess(
-      pid,
-      readStat(pid)?.startTime ?? 0,
-      startedAt,
-      rawExit,
-      readers,
-      log,
-      spec.env,
-      spec.cwd,
-      pipes,
-      started.stdin,
-      sandboxedProcess(sandbox),
-      monitor.pid,
-      spec.clock,
-    )
-    proc.enteredOnce = setUp
-    return proc
+    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid, spec.clock)
   }
 
   /**

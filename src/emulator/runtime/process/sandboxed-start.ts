@@ -5,7 +5,6 @@ import {identityArgv} from '../sandbox/security-context.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import type {RawExit, SandboxedProcess} from './process-spec.js'
 import {readStat} from './proc.js'
-import {boundMountsGone} from '../sandbox/spawn.js'
 
 /**
  * How long a sandbox may take to set up before vnode enters it anyway: far
@@ -37,31 +36,6 @@ export async function sandboxExit(started: {monitor: ChildProcess; programRan: P
   const ran = await Promise.race([started.programRan, new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), waitMs)))])
   clearTimeout(timer)
   return ran ? raw : {...raw, setupFailed: true}
-}
-
-/** How many times a sandbox is set up when each setup loses a host mount it was to bind (setupLostHostMount). */
-export const MaxSandboxSetupAttempts = 3
-
-/**
- * Whether a sandbox whose setup is over (waitForProgram) failed it because a
- * host mount it was to bind back over the writable layer went away between
- * the start's read of the mount table and bwrap's mount: PID 1 is gone
- * without its program having run, and one of those mounts is no longer
- * mounted. Another runtime's containers come and go below the host's
- * directories (containerd's rootfs mounts, Docker's overlays), so on a busy
- * host this happens; bwrap says only `Can't bind mount ...: No such file or
- * directory`. A program that runs is never waited for: this returns false as
- * soon as PID 1 lives.
- */
-export async function setupLostHostMount(pid: number, rawExit: Promise<RawExit>, sandbox: ContainerSandboxSpec, gone: (s: ContainerSandboxSpec) => string[] = boundMountsGone): Promise<boolean> {
-  if (!sandbox.rootLayer?.subMounts.length || lives(pid)) return false
-  if (!(await rawExit).setupFailed) return false
-  return gone(sandbox).length > 0
-}
-
-function lives(pid: number): boolean {
-  const s = readStat(pid)
-  return !!s && s.state !== 'Z' && s.state !== 'X'
 }
 
 /** The exit of a sandbox's bwrap monitor, which passes its PID 1's status on (also when it has exited already). */

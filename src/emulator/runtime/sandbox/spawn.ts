@@ -6,7 +6,7 @@ import {ExecStartError, resolveExecutable} from '../process/executable.js'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {identityArgv} from './security-context.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
-import {layerPrefix, readMountPoints, topmostBelow} from './root-layer.js'
+import {layerPrefix} from './root-layer.js'
 import {relativeCommandNotFound, SandboxEndedEarly} from '../process/command-errors.js'
 import {hostProgram} from '../process/host-programs.js'
 import {ControllingTerminalPrefix} from '../container/tty.js'
@@ -102,28 +102,6 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   }
   block.end('go')
   return {monitor, pid, stdin: monitor.stdin ?? undefined, programRan}
-}
-
-/** The host mounts the sandbox binds back over its writable layer that are no longer mount points. */
-export function boundMountsGone(sandbox: ContainerSandboxSpec, mountPoints: readonly string[] = readMountPoints()): string[] {
-  const now = new Set(mountPoints)
-  return (sandbox.rootLayer?.subMounts ?? []).filter((m) => !now.has(m))
-}
-
-/** The sandbox with the host mounts to bind read from the mount table again, as the layer read them (root-layer.ts topmostBelow). */
-export function withMountsOfNow(sandbox: ContainerSandboxSpec, mountPoints: string[] = readMountPoints()): ContainerSandboxSpec {
-  const layer = sandbox.rootLayer
-  if (!layer) return sandbox
-  return {
-    ...sandbox,
-    rootLayer: {
-      ...layer,
-      subMounts: topmostBelow(
-        layer.overlays.map((o) => o.path),
-        mountPoints,
-      ),
-    },
-  }
 }
 
 /** Whether bwrap's status fd brings the `exit-code` document (bwrap >= 0.3.2) before it closes. */
