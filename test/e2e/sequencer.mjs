@@ -1,7 +1,7 @@
 // The order test files start in (jest's testSequencer). Plain ESM: jest loads
 // it before any transform.
 //
-// Three workers share the machine, and a few files cannot run beside some
+// The workers share the machine, and a few files cannot run beside some
 // others (host-lock.ts). Jest's own order (longest or largest first) puts them
 // anywhere, and a lane that picks one up waits for the lock: in a run with
 // that order, a file holding the machine started a few seconds after the pod
@@ -9,8 +9,9 @@
 // network lock then ran one after another at the end of the run. This order:
 //   1. the files that have the machine to themselves, before any other file
 //      takes its share (MachineFirstEnv: the shared holders wait for them);
-//   2. the files holding the network lock, the longest chain of files that run
-//      one at a time, so it runs beside everything else rather than after it;
+//   2. the network lock's blocks (network-lock.test.ts), the longest chain of
+//      work that runs one block at a time, so it runs beside everything else
+//      rather than after it;
 //   3. the other e2e files, then the unit tests, which fill the last minutes.
 // Within a group, jest's order: failed last time first, then longest, then largest.
 import {readFileSync} from 'node:fs'
