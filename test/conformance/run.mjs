@@ -6,7 +6,7 @@
 // Exit 0 only when every difference is a documented one, every spec ran on both
 // nodes, and the host is left as it was found; 2 when the suite cannot run.
 import {spawn} from 'node:child_process'
-import {mkdir, mkdtemp, readdir, readFile, rm, rmdir, writeFile} from 'node:fs/promises'
+import {mkdir, mkdtemp, readdir, readFile, rm, rmdir, stat, writeFile} from 'node:fs/promises'
 import {availableParallelism, tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {execa} from 'execa'
@@ -262,6 +262,39 @@ async function removeVnodeLeftovers(node) {
   return left
 }
 
+/**
+ * What a vnode killed at its stop keeps for a later `up` to adopt: its pods'
+ * and its warm pool's network namespaces (named in its state dir's network
+ * records) and its bridge. They are removed, and named, so the run fails.
+ */
+export async function removeVnodeNetwork(node, stateDir) {
+  const left = []
+  for (const kind of ['pods', 'pool']) {
+    const dir = join(stateDir, 'network', kind)
+    for (const f of (await readdir(dir).catch(() => [])).filter((x) => x.endsWith('.json'))) {
+      const record = await readFile(join(dir, f), 'utf8').then(JSON.parse, () => ({}))
+      const name = typeof record.netns === 'string' ? record.netns.split('/').pop() : undefined
+      if (
+        !name ||
+        !(await stat(join('/run/netns', name)).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue
+      left.push(`network namespace ${name}`)
+      await execa('ip', ['netns', 'delete', name], {reject: false, stdin: 'ignore'})
+    }
+  }
+  const {bridgeName} = await import(join(repoRoot, 'dist/emulator/runtime/network/config.js'))
+  const bridge = bridgeName(node)
+  if ((await execa('ip', ['link', 'show', bridge], {reject: false, stdin: 'ignore'})).exitCode === 0) {
+    left.push(`bridge ${bridge}`)
+    await execa('ip', ['link', 'delete', bridge], {reject: false, stdin: 'ignore'})
+  }
+  return left
+}
+
 /** Removes a cgroup directory, its children first (rmdir: a cgroup's files go with it). */
 async function removeCgroupDir(dir) {
   for (const e of await readdir(dir, {withFileTypes: true}).catch(() => [])) if (e.isDirectory()) await removeCgroupDir(join(dir, e.name))
@@ -340,6 +373,7 @@ export async function runConformance({outDir = join(repoRoot, '.conformance'), w
   } finally {
     await vnode?.stop().catch((e) => log(`vnode stop: ${e.message}`))
     const vnodeLeft = await removeVnodeLeftovers(nodes.vnode).catch((e) => [`(vnode leftovers not checked: ${e.message})`])
+    vnodeLeft.push(...(await removeVnodeNetwork(nodes.vnode, join(dir, 'vnode', 'state')).catch((e) => [`(vnode network not checked: ${e.message})`])))
     await stopReferenceNode({dir: refDir, log}).catch((e) => log(`reference node stop: ${e.message}`))
     const left = [...vnodeLeft, ...(await leftovers(refDir).catch((e) => [`(not checked: ${e.message})`]))]
     await execa(process.execPath, [cli, 'cluster', 'down', '--dir', clusterDir], {stdio: ['ignore', 'ignore', 'inherit'], reject: false})
