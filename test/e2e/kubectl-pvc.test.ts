@@ -58,6 +58,8 @@ describeE2e('kubectl: persistent volumes', () => {
         template: {
           metadata: {labels: {app: 'web'}},
           spec: {
+            // Other files' nodes without the default taint run beside this one: the set's pods select this node.
+            nodeSelector: {'kubernetes.io/hostname': f.nodeName},
             terminationGracePeriodSeconds: 2,
             containers: [
               {
@@ -75,6 +77,7 @@ describeE2e('kubectl: persistent volumes', () => {
     }
     expect((await kubectl(['apply', '-f', '-'], JSON.stringify(sts))).stderr).toBe('')
     for (const i of [0, 1]) await f.waitRow(`web-${i}`, (r) => r.status === 'Running' && r.ready === '1/1', 'Running 1/1', 60_000)
+    for (const i of [0, 1]) expect(await f.jsonpath(`web-${i}`, '{.spec.nodeName}')).toBe(f.nodeName)
     for (const [i, d] of dirs.entries()) await waitFor(() => existsSync(join(d, 'seen')) && readFileSync(join(d, 'seen'), 'utf8') === `web-${i}\n`, `web-${i} writing to its PV`)
     // The set makes web-0 anew: it gets the same claim, so the same data.
     const oldUid = await f.jsonpath('web-0', '{.metadata.uid}')

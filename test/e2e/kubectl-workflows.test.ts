@@ -5,6 +5,9 @@ import {join} from 'node:path'
 import {KubectlFixture, NODE} from './kubectl-fixture.js'
 import {describeE2e, kubectl, stopAllVnodes, testEnv, uniqueName, waitFor} from './helpers.js'
 
+/** The label every node has with its own name; a workload selects the node of its file by it. */
+const HostnameLabel = 'kubernetes.io/hostname'
+
 const reportScript = `require('fs').writeFileSync(process.argv[1], JSON.stringify({env: process.env})); setInterval(() => {}, 1000)`
 
 /** A loopback port nothing listens on right now. */
@@ -22,6 +25,8 @@ async function freePort(): Promise<number> {
 /** Everyday kubectl workflows: images without a command, the user's PATH, relative commands. */
 describeE2e('kubectl: images people use, the user toolchain, relative commands', () => {
   const f = new KubectlFixture('kwf')
+  /** `kubectl run --overrides`: the pod selects this file's node by its hostname label. */
+  const onThisNode = () => JSON.stringify({apiVersion: 'v1', spec: {nodeSelector: {[HostnameLabel]: f.nodeName}}})
   const marker = uniqueName('wf')
   let imagesFile = ''
 
@@ -39,7 +44,8 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
         '    env: {PATH: /from/image/map}',
       ].join('\n'),
     )
-    // No default taint: a Deployment's pods (no toleration) land on this node, the only schedulable one.
+    // No default taint: a Deployment's pods (no toleration) may land on this node. Other files' nodes without the
+    // taint run beside it, so each workload here also selects this node by its hostname label (onThisNode).
     await f.setUp(['--images', imagesFile, '--no-default-taint'])
   })
   afterAll(async () => {
@@ -51,13 +57,17 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
   test('kubectl create deployment --image=nginx runs the host nginx in the foreground, on its port, writing only in the pod', async () => {
     const port = await freePort()
     const logsBefore = ['access.log', 'error.log'].map((n) => (existsSync(`/var/log/nginx/${n}`) ? statSync(`/var/log/nginx/${n}`).mtimeMs : 0))
-    const r = await kubectl(['create', 'deployment', 'nginx', '--image=nginx', `--port=${port}`, '-n', f.ns])
+    // Made with no replica, pinned to this node, then scaled: no pod of it is ever scheduled elsewhere.
+    const r = await kubectl(['create', 'deployment', 'nginx', '--image=nginx', `--port=${port}`, '--replicas=0', '-n', f.ns])
     expect(r.stderr).toBe('')
+    const pin = {spec: {replicas: 1, template: {spec: {nodeSelector: {[HostnameLabel]: f.nodeName}}}}}
+    expect((await kubectl(['patch', 'deployment', 'nginx', '-n', f.ns, '--type', 'merge', '-p', JSON.stringify(pin)])).exitCode).toBe(0)
     const name = await waitFor(async () => {
       const g = await kubectl(['get', 'pod', '-n', f.ns, '-l', 'app=nginx', '-o', 'jsonpath={.items[*].metadata.name}'])
       return g.stdout.trim() || undefined
     }, 'the deployment to make a pod')
     await f.waitRow(name, (row) => row.status === 'Running' && row.ready === '1/1', 'Running 1/1')
+    expect(await f.jsonpath(name, '{.spec.nodeName}')).toBe(f.nodeName)
     const page = await waitFor(async () => {
       const res = await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)
       return res?.ok ? res.text() : undefined
@@ -101,13 +111,13 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
   })
 
   test('kubectl run --image=busybox -- sh -c runs the args as the command', async () => {
-    const r = await kubectl(['run', 'bb', '-n', f.ns, '--image=busybox', '--restart=Never', '--', 'sh', '-c', `echo "hello from $HOSTNAME ${marker}"; exit 3`])
+    const r = await kubectl(['run', 'bb', '-n', f.ns, `--overrides=${onThisNode()}`, '--image=busybox', '--restart=Never', '--', 'sh', '-c', `echo "hello from $HOSTNAME ${marker}"; exit 3`])
     expect(r.exitCode).toBe(0)
     await f.waitRow('bb', (row) => row.status === 'Error', 'Error (exit 3)')
     expect(await f.jsonpath('bb', '{.status.containerStatuses[0].state.terminated.exitCode}')).toBe('3')
     expect((await f.logs('bb')).stdout).toBe(`hello from bb ${marker}`)
     // Without args, the image's CMD: python runs python3, here with its input closed.
-    await kubectl(['run', 'py', '-n', f.ns, '--image=docker.io/library/python:3.12', '--restart=Never'])
+    await kubectl(['run', 'py', '-n', f.ns, `--overrides=${onThisNode()}`, '--image=docker.io/library/python:3.12', '--restart=Never'])
     await f.waitRow('py', (row) => row.status === 'Completed', 'Completed')
     await kubectl(['delete', 'pod', 'bb', 'py', '-n', f.ns, '--wait=false'])
     await f.gone('bb')
@@ -116,7 +126,7 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
 
   test("PATH is the one up was started with: the user's tools run by name; image map and pod env override it; nothing else leaks", async () => {
     // kubectl is on up's PATH only (the test's bin dir), not on the runtimes' default PATH.
-    await kubectl(['run', 'tool', '-n', f.ns, '--image=any', '--restart=Never', '--command', '--', 'kubectl', 'version', '--client'])
+    await kubectl(['run', 'tool', '-n', f.ns, `--overrides=${onThisNode()}`, '--image=any', '--restart=Never', '--command', '--', 'kubectl', 'version', '--client'])
     await f.waitRow('tool', (row) => row.status === 'Completed', 'Completed')
     expect((await f.logs('tool')).stdout).toContain('Client Version:')
     await f.create({
