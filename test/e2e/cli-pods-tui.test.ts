@@ -34,11 +34,7 @@ describeE2e('kubectl vnode pods -w on a terminal (tmux): the live table redraws 
   })
 
   /** What the node said last, for a screen that does not come: the table reads the API server, the node writes it. */
-  const nodeSide = () =>
-    `vnode ${node} said: ${vn.lines
-      .slice(-15)
-      .map((l) => `${l.time} ${l.message}`)
-      .join(' | ')} ${vn.stderr.slice(-500)}`
+  const nodeSide = () => `vnode ${node} said: ${vn.lastOutput(15)}`
 
   test('with a full screen of earlier output, ages ticking and pods coming and going: one header, one row per pod, the footer last', async () => {
     for (const name of ['alpha', 'beta']) await c.core.createNamespacedPod({namespace: ns, body: pod(name)})

@@ -203,15 +203,18 @@ export class VnodeProcess {
     // Killed by a signal there is no exit code: say which signal, and what the process said last, so a failure explains itself.
     const code = (r: {exitCode?: number; signal?: string}) => {
       if (r.exitCode !== undefined) return r.exitCode
-      process.stderr.write(
-        `vnode ${name} ended by ${r.signal}; last output: ${this.lines
-          .slice(-3)
-          .map((l) => l.message)
-          .join(' | ')} ${this.stderr.slice(-800)}\n`,
-      )
+      process.stderr.write(`vnode ${name} ended by ${r.signal}; last output: ${this.lastOutput(3)}\n`)
       return -1
     }
     this.exited = child.then(code, code)
+  }
+
+  /** What the node said last, for a failure message: its last `lines` output lines (kind and message) and the end of its stderr. */
+  lastOutput(lines: number): string {
+    return `${this.lines
+      .slice(-lines)
+      .map((l) => `${l.kind}: ${l.message}`)
+      .join(' | ')} ${this.stderr.slice(-800)}`
   }
 
   get pid(): number {
@@ -221,11 +224,7 @@ export class VnodeProcess {
   waitForLine(pred: (l: VnodeLine) => boolean, what: string, timeoutMs = 30_000): Promise<VnodeLine> {
     return waitFor(
       () => this.lines.find(pred),
-      () =>
-        `${what} (vnode ${this.name} said: ${this.lines
-          .map((l) => l.message)
-          .slice(-5)
-          .join(' | ')} ${this.stderr.slice(-500)})`,
+      () => `${what} (vnode ${this.name} said: ${this.lastOutput(5)})`,
       timeoutMs,
       50,
     )
@@ -239,18 +238,7 @@ export class VnodeProcess {
   async stop(signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 60_000): Promise<number> {
     if (this.child.exitCode === null) this.child.kill(signal)
     const timer = new Promise<number>((_, reject) =>
-      setTimeout(
-        () =>
-          reject(
-            new Error(
-              `vnode ${this.name} did not exit within ${timeoutMs} ms; last output: ${this.lines
-                .slice(-4)
-                .map((l) => `${l.kind}: ${l.message}`)
-                .join(' | ')} ${this.stderr.slice(-800)}`,
-            ),
-          ),
-        timeoutMs,
-      ).unref(),
+      setTimeout(() => reject(new Error(`vnode ${this.name} did not exit within ${timeoutMs} ms; last output: ${this.lastOutput(4)}`)), timeoutMs).unref(),
     )
     return Promise.race([this.exited, timer])
   }

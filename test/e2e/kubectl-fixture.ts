@@ -155,10 +155,7 @@ export class KubectlFixture {
 
   /** The node's last output lines, for failure messages. */
   recentLines(n = 8): string {
-    return this.node.lines
-      .slice(-n)
-      .map((l) => `${l.kind}: ${l.message}`)
-      .join(' | ')
+    return this.node.lastOutput(n)
   }
 
   async jsonpath(name: string, expr: string): Promise<string> {
