@@ -74,7 +74,7 @@ export const Doors = [
     pod: ['adoption', 'pod-runtime', 'record', 'sync-clock'],
     probes: ['effects', 'handlers', 'worker'],
     process: ['command-errors', 'container-process', 'executable', 'host-programs', 'instance-io', 'proc', 'process-spec', 'usage'],
-    sandbox: ['container-view', 'detect', 'pod-files', 'pod-pid-namespace', 'pod-sandbox', 'security-context', 'spawn', 'spec', 'walls', 'walls-fs'],
+    sandbox: ['container-view', 'detect', 'mount-base', 'pod-files', 'pod-pid-namespace', 'pod-sandbox', 'security-context', 'spawn', 'spec', 'walls', 'walls-fs'],
     volumes: ['refresh', 'tokens', 'volumes'],
   }).map(([room, doors]) => ({folder: `src/emulator/runtime/${room}/`, doors, why: `the other rooms of the runtime use ${room}/ through its door files`})),
 ]

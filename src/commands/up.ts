@@ -249,6 +249,7 @@ export default class Up extends Command {
           crashLoop,
           network,
           hostNetworkReason: network ? undefined : (podNetworkDetection.reason ?? 'the pod network could not be set up'),
+          log,
           dns: {
             clusterDNS: await clusterDnsFor(ctx.services, ctx.kc, (message) => {
               log(`cluster DNS: ${message}`)

@@ -28,6 +28,7 @@ import {removeTree} from '../../common/remove-tree.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
+import {SandboxMountBase} from './sandbox/mount-base.js'
 import {PodRuntime} from './pod/pod-runtime.js'
 import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './pod/sync-clock.js'
 import {processGroupUsage, type PodUsage} from './process/usage.js'
@@ -36,7 +37,7 @@ import type {VolumeRefreshOptions} from './volumes/refresh.js'
 import type {CgroupSupport} from './cgroups/detect.js'
 import {NodeCgroups} from './cgroups/node-cgroups.js'
 import {cgroupUsage} from './cgroups/usage.js'
-import type {PodNetwork} from './network/pod-network.js'
+import {NetnsDir, type PodNetwork} from './network/pod-network.js'
 import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
 import type {ContainerState} from './container/state.js'
 
@@ -83,6 +84,8 @@ export interface ProcessProviderOptions {
   dns?: Partial<PodDNS>
   /** Called with each container's main process host pid before its program runs (cgroups). */
   beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
+  /** Where the node's notes go (a sandbox's mount base that could not be made). */
+  log?: (line: string) => void
 }
 
 /**
@@ -103,6 +106,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   private readonly tokens: ServiceAccountTokens
   /** The node's cgroup tree, where the host allows one. */
   readonly cgroups: NodeCgroups | undefined
+  /** As root in a sandbox: the mount namespace sandboxed starts begin from (sandbox/mount-base.ts). */
+  private mountBase: SandboxMountBase | undefined
 
   constructor(
     private readonly ctx: ProviderContext,
@@ -157,6 +162,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     }
     this.adopted ??= (async () => {
       this.cgroups?.setUp()
+      if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log)
+      if (this.closed) this.mountBase?.close()
       await this.adoptRecorded()
       // After the pods' adoption: entries a pod's record names are the pod's, the others are reclaimed or destroyed.
       await this.opts.network?.startPool()
@@ -237,6 +244,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       walls: this.opts.walls,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
+      mountBase: () => this.mountBase?.path,
       notify: (p) => this.callback(p),
     })
   }
@@ -370,6 +378,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     await Promise.all([...this.pods.values()].map((p) => p.close()))
     this.pods.clear()
     await this.cgroups?.close()
+    this.mountBase?.close()
     await this.opts.network?.close()
   }
 

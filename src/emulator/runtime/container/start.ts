@@ -7,6 +7,7 @@ import {containerLogFile} from '../logs/layout.js'
 import {nextRelist} from '../pod/sync-clock.js'
 import {StartError, StartErrorExitCode, StartErrorReason} from '../process/command-errors.js'
 import {ContainerProcess} from '../process/container-process.js'
+import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import {containerConfig, type ContainerConfig} from './config.js'
 import {handlerContext, runPostStart} from './hooks.js'
 import type {ContainerHost} from './host.js'
@@ -108,7 +109,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       rotation: deps.rotation,
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
-      sandbox: config.view,
+      sandbox: config.view && withMountBase(config.view, deps.mountBase?.()),
       clock: host.clock,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
       // (process/placed-argv.ts), else it is placed right after its spawn.
@@ -134,6 +135,11 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
     host.retrySyncLater()
     return undefined
   }
+}
+
+/** A sandboxed start begins from the node's mount base when it has one (its sandbox's setup then reads a short mount table). */
+function withMountBase(view: ContainerSandboxSpec, mountBase: string | undefined): ContainerSandboxSpec {
+  return mountBase ? {...view, mountBase} : view
 }
 
 /**

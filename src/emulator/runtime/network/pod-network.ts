@@ -8,6 +8,9 @@ import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, De
 import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {deleteNetns} from './netns.js'
+
+/** Where the pods' and the pool's network namespaces are held (sandbox/mount-base.ts keeps them out of every sandbox). */
+export {NetnsDir} from './netns.js'
 import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries} from './pool-entries.js'
 import {DefaultPoolCap, poolCapFor, PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
 import {SandboxPool} from './sandbox-pool.js'

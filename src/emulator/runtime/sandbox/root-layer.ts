@@ -3,7 +3,6 @@ import {chmodSync, readdirSync, readFileSync, rmSync} from 'node:fs'
 import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs/promises'
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
-import {isWithin} from '../../../common/paths.js'
 import {hostRootEntries} from './host-root.js'
 
 /**
@@ -80,10 +79,22 @@ export function topLevelDirs(mountinfo = readMountPoints()): {overlay: string[];
   return {overlay, subMounts: topmostBelow(overlay, mountinfo)}
 }
 
-/** The mount points strictly below one of dirs and below no other such mount point (a bind of those is recursive). */
+/**
+ * The mount points strictly below one of dirs and below no other such mount point (a bind of those is recursive).
+ * Both lists are normalized absolute paths (the root's listing, mountinfo's): compared as strings, since a node with a pod
+ * network has hundreds of mount points (one per network namespace) and this runs at every start.
+ */
 export function topmostBelow(dirs: string[], mountPoints: string[]): string[] {
-  const below = [...new Set(mountPoints)].filter((m) => dirs.some((d) => m !== d && isWithin(d, m))).sort()
-  return below.filter((m) => !below.some((o) => o !== m && isWithin(o, m)))
+  const below = [...new Set(mountPoints)].filter((m) => dirs.some((d) => m !== d && under(d, m))).sort()
+  // Sorted, a mount point's ancestors among them come before it.
+  const topmost: string[] = []
+  for (const m of below) if (!topmost.some((o) => under(o, m))) topmost.push(m)
+  return topmost
+}
+
+/** `p` is `dir` or below it, for normalized absolute paths. */
+function under(dir: string, p: string): boolean {
+  return p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
 }
 
 /** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone). */

@@ -72,7 +72,9 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   }
   // The writable layer's overlays are mounted in a mount namespace of the instance's own, just before bwrap (root-layer.ts).
   const sandbox = [...(s.sandbox.rootLayer ? layerPrefix(s.sandbox.rootLayer) : []), hostProgram(BwrapProgram), ...args]
-  const command = s.sandbox.netns ? [NsenterProgram, `--net=${s.sandbox.netns}`, '--', ...sandbox] : sandbox
+  // nsenter opens both namespace files first, in vnode's own view: the network namespace's file is not in the mount base.
+  const enter = [...(s.sandbox.netns ? [`--net=${s.sandbox.netns}`] : []), ...(s.sandbox.mountBase ? [`--mount=${s.sandbox.mountBase}`] : [])]
+  const command = enter.length > 0 ? [NsenterProgram, ...enter, '--', ...sandbox] : sandbox
   const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
   let monitor: ChildProcess
   try {

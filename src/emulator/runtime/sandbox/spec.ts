@@ -28,6 +28,8 @@ export interface ContainerSandboxSpec {
   pidNamespaceOf?: number
   /** A network namespace to run in (its bind-mounted path); the host's network when unset. */
   netns?: string
+  /** The mount namespace the setup starts from (mount-base.ts: the host's without network namespace files); the host's when unset. */
+  mountBase?: string
   /** bwrap's own reaper is PID 1 and the program its child (a pod's shared PID namespace holder). */
   init?: boolean
   /** securityContext and host namespaces (security-context.ts); unset: the pod's own namespaces, vnode's identity. */
