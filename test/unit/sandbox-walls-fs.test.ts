@@ -15,6 +15,7 @@ import {
   retiredLayersRemoved,
   retiringLayers,
   topLevelDirs,
+  topmostBelow,
 } from '../../src/emulator/runtime/sandbox/root-layer.js'
 import {forgetHostRoot, hostRootEntries, SettledMs} from '../../src/emulator/runtime/sandbox/host-root.js'
 import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
@@ -37,6 +38,13 @@ describe('the writable layer', () => {
     expect(dirs.overlay).not.toContain('/proc')
     // A mount that is itself the top-level directory is its overlay's lower layer; one below it is bound back (recursively: the topmost only).
     expect(dirs.subMounts).toEqual(['/mnt/a b', '/tmp/x'])
+  })
+
+  test('topmostBelow: the topmost mount points strictly below the directories; a sibling sharing a prefix is not below', () => {
+    const points = ['/run', '/run/netns', '/run/netns/a', '/run/netns/b', '/runner/x', '/var/lib/x', '/var/lib/x/y', '/var/lib-2/z', '/srv']
+    expect(topmostBelow(['/run', '/var'], points)).toEqual(['/run/netns', '/var/lib-2/z', '/var/lib/x'])
+    expect(topmostBelow(['/srv'], points)).toEqual([])
+    expect(topmostBelow(['/'], ['/', '/a', '/a/b', '/c'])).toEqual(['/a', '/c'])
   })
 
   test('an fstab of one overlay per directory, uppers with the lower mode; the prefix mounts it in a namespace of its own, then runs bwrap', async () => {
