@@ -1,7 +1,6 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {CoreV1Event} from '@kubernetes/client-node'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
-import {descendants} from '../../src/emulator/runtime/process/proc.js'
+import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, podProcesses, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 import {createPod, fdCount, nodeContainer, podOn} from './faults-helpers.js'
 
 interface Stats {
@@ -92,9 +91,9 @@ describeE2e('a create/delete storm leaves nothing behind', () => {
 
     // Nothing of the storm is left: no container process, no per-pod state, no extra watch or fd.
     await waitFor(
-      () => descendants(p.pid).length === 0,
+      () => podProcesses(p.pid).length === 0,
       () =>
-        `no process left under vnode (have ${descendants(p.pid)
+        `no process left under vnode (have ${podProcesses(p.pid)
           .map((d) => `${d.pid} ${d.comm}`)
           .join(', ')})`,
       15_000,

@@ -2,9 +2,10 @@ import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
-import {mkdirSync, mkdtempSync, rmSync} from 'node:fs'
+import {mkdirSync, mkdtempSync, readlinkSync, rmSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
+import {descendants, type ProcStat} from '../../src/emulator/runtime/process/proc.js'
 import {cliPath, E2eEnv} from './env.mjs'
 import {acquireHostLocks, acquireMachine, acquireShared, HostResources, type HostResource, LockWaitMs, releaseHostLocks, releaseMachine, releaseShared} from './host-lock.js'
 
@@ -428,4 +429,27 @@ export function clusterWithServices(prefix: string, args: string[] = []): Cluste
     if (dir) rmSync(dir, {recursive: true, force: true})
   }, 90_000)
   return f
+}
+
+/**
+ * A node's mount base holder (sandbox/mount-base.ts, as root in a sandbox): its child `sleep infinity` in a mount
+ * namespace of its own, the node's own process and no pod's (a bare container the node spawns shares its namespace; a
+ * sandboxed one is a child of its bwrap).
+ */
+export function mountBaseHolder(nodePid: number): number | undefined {
+  const mountNs = (pid: number) => {
+    try {
+      return readlinkSync(`/proc/${pid}/ns/mnt`)
+    } catch {
+      return undefined
+    }
+  }
+  const own = mountNs(nodePid)
+  return descendants(nodePid).find((d) => d.ppid === nodePid && d.comm === 'sleep' && mountNs(d.pid) !== own)?.pid
+}
+
+/** The processes below a node that are its pods': every descendant but its mount base holder. */
+export function podProcesses(nodePid: number): ProcStat[] {
+  const holder = mountBaseHolder(nodePid)
+  return descendants(nodePid).filter((d) => d.pid !== holder)
 }

@@ -1,8 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
-import {descendants, readStat} from '../../src/emulator/runtime/process/proc.js'
+import {readStat} from '../../src/emulator/runtime/process/proc.js'
 import {KubectlFixture} from './kubectl-fixture.js'
-import {describeE2e, kubectl, stopAllVnodes, waitFor} from './helpers.js'
+import {describeE2e, kubectl, podProcesses, stopAllVnodes, waitFor} from './helpers.js'
 
 /** A container and a preStop hook that both sleep for an hour: only the grace period can end them. */
 function hung(name: string): V1Pod {
@@ -16,7 +16,7 @@ function hung(name: string): V1Pod {
 }
 
 function listed(pid: number): string {
-  return descendants(pid)
+  return podProcesses(pid)
     .map((d) => `${d.pid} ${d.comm}`)
     .join(', ')
 }
@@ -37,14 +37,14 @@ for (const mode of ['namespaces', 'none'] as const) {
     /** The container's sleep and the hook's: the hook runs. */
     const hookRuns = () =>
       waitFor(
-        () => descendants(f.node.pid).filter((d) => d.comm === 'sleep').length >= 2,
+        () => podProcesses(f.node.pid).filter((d) => d.comm === 'sleep').length >= 2,
         () => `the hook's sleep beside the container's (have ${listed(f.node.pid)})`,
         15_000,
         100,
       )
     const nothingLeft = (timeoutMs: number) =>
       waitFor(
-        () => descendants(f.node.pid).length === 0,
+        () => podProcesses(f.node.pid).length === 0,
         () => `no process left under vnode (have ${listed(f.node.pid)})`,
         timeoutMs,
         100,
@@ -97,7 +97,7 @@ for (const mode of ['namespaces', 'none'] as const) {
       await running('shutdown')
       expect((await kubectl(['delete', 'pod', 'shutdown', '-n', f.ns, '--wait=false'])).exitCode).toBe(0)
       await hookRuns()
-      const left = descendants(f.node.pid)
+      const left = podProcesses(f.node.pid)
       expect(await f.node.stop('SIGTERM', 30_000)).toBe(0)
       expect(f.node.lines.filter((l) => /did not terminate in time/.test(l.message))).toEqual([])
       // up is gone, so nothing is its descendant any more: each process it had must be gone too (or its pid reused).

@@ -18,6 +18,7 @@ import {
   deleteNamespace,
   describeHostE2e,
   kubectl,
+  mountBaseHolder,
   NODE,
   startVnode,
   stopAllVnodes,
@@ -190,18 +191,6 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
     60_000,
   )
 
-  /** The node's mount base (sandbox/mount-base.ts): its child holding the namespace sandboxes start from. */
-  const mountBaseHolder = (): number | undefined =>
-    readdirSync('/proc')
-      .filter((d) => /^\d+$/.test(d))
-      .map(Number)
-      .find((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(node.pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1] === 'infinity'
-        } catch {
-          return false
-        }
-      })
   const nsfsMounts = (mountinfo: string) => mountinfo.split('\n').filter((l) => / - nsfs /.test(l))
 
   rootTest(
@@ -212,7 +201,7 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
       const own = (JSON.parse(readFileSync(join(node.stateDir, 'network', 'pods', `${a!.metadata!.uid}.json`), 'utf8')) as {netns: string}).netns
       expect(nsfsMounts(readFileSync('/proc/self/mountinfo', 'utf8')).some((l) => l.split(' ')[4] === own)).toBe(true)
       // The namespace the node's sandboxes start from has none, and no container sees one.
-      const holder = mountBaseHolder()
+      const holder = mountBaseHolder(node.pid)
       expect(holder).toBeDefined()
       expect(nsfsMounts(readFileSync(`/proc/${holder}/mountinfo`, 'utf8'))).toEqual([])
       const r = await execIn(a!.metadata!.name!, [NODE, '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo', 'utf8'))"])
@@ -568,7 +557,7 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
       const left = await listNetns(NetnsPrefix)
       for (const n of podNetns) expect(left).not.toContain(n)
       const seenPool = new Set([...pooled, ...poolNetns()])
-      const holder = mountBaseHolder()
+      const holder = mountBaseHolder(node.pid)
       expect(holder).toBeDefined()
       expect(await node.stop()).toBe(0)
       // The mount base's holder goes with the node (reaped by the host's init once the node has exited, if not by the node).
