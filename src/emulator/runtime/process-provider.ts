@@ -244,7 +244,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       walls: this.opts.walls,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
-      mountBase: () => this.mountBase?.path,
+      mountBase: (binds) => this.mountBase?.pathFor(binds),
       notify: (p) => this.callback(p),
     })
   }

@@ -194,7 +194,7 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
   const nsfsMounts = (mountinfo: string) => mountinfo.split('\n').filter((l) => / - nsfs /.test(l))
 
   rootTest(
-    "no container's mount table holds the pods' network namespaces: sandboxes start from the host's mounts without them",
+    "no container's mount table holds the pods' network namespaces (sandboxes start from the host's mounts without them), unless a hostPath volume asks for them",
     async () => {
       // On the host, each pod's and pool entry's namespace is an nsfs mount under /run/netns.
       const [a] = await pods('web')
@@ -208,8 +208,26 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
       expect(r.exitCode).toBe(0)
       expect(r.stdout).toContain(' / ')
       expect(nsfsMounts(r.stdout)).toEqual([])
+      // A pod that asks for the host's /run/netns (a hostPath volume) gets it as the host has it: its start begins from the host's mounts.
+      const pod = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {name: 'netns-view'},
+        spec: {
+          nodeName,
+          terminationGracePeriodSeconds: 1,
+          volumes: [{name: 'netns', hostPath: {path: '/run/netns'}}],
+          containers: [{name: 'main', image: 'node', command: [NODE, '-e', 'setInterval(() => {}, 1e6)'], volumeMounts: [{name: 'netns', mountPath: '/host-netns', readOnly: true}]}],
+        },
+      }
+      expect((await kubectl(['apply', '-n', ns, '-f', '-'], JSON.stringify(pod))).exitCode).toBe(0)
+      await waitFor(async () => (await c.core.readNamespacedPod({namespace: ns, name: 'netns-view'})).status?.containerStatuses?.[0]?.state?.running, 'netns-view running', 60_000, 250)
+      const viewed = await execIn('netns-view', [NODE, '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo', 'utf8'))"])
+      expect(nsfsMounts(viewed.stdout).some((l) => l.split(' ')[4] === `/host-netns/${own.split('/').pop()}`)).toBe(true)
+      await kubectl(['delete', '-n', ns, 'pod/netns-view', '--wait=false'])
+      await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns, fieldSelector: 'metadata.name=netns-view'})).items.length === 0, 'netns-view gone', 60_000, 500)
     },
-    60_000,
+    120_000,
   )
 
   rootTest(

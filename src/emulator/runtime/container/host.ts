@@ -31,8 +31,8 @@ export interface ContainerRuntimeDeps {
   checkHostPorts?: (pod: V1Pod, container: ContainerState) => Promise<void>
   /** Called with a container's main process host pid before its program runs (cgroups). */
   beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
-  /** The mount namespace a sandboxed start begins from (sandbox/mount-base.ts), while it is held; the host's when undefined. */
-  mountBase?: () => string | undefined
+  /** The mount namespace a sandboxed start with these binds begins from (sandbox/mount-base.ts); the host's when undefined. */
+  mountBase?: (binds: readonly {source: string}[]) => string | undefined
 }
 
 /** How far a pod is towards its end. */

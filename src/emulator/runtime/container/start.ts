@@ -109,7 +109,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       rotation: deps.rotation,
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
-      sandbox: config.view && withMountBase(config.view, deps.mountBase?.()),
+      sandbox: config.view && withMountBase(config.view, deps.mountBase?.(config.view.binds)),
       clock: host.clock,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
       // (process/placed-argv.ts), else it is placed right after its spawn.

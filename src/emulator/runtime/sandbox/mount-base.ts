@@ -1,5 +1,8 @@
 import {spawn, type ChildProcess} from 'node:child_process'
+import {readFileSync} from 'node:fs'
+import {dirname} from 'node:path'
 import {createInterface} from 'node:readline'
+import {isWithin} from '../../../common/paths.js'
 import {hostProgram} from '../process/host-programs.js'
 import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
 
@@ -21,6 +24,9 @@ import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
  * One process of vnode's holds the namespace (sleep); it dies with vnode
  * (parent-death signal) and at close(). While it does not run, starts
  * begin from the host's namespace, as before, and nothing else changes.
+ * A container that binds a directory the base lacks (a hostPath volume of
+ * /run/netns, or of /) starts from the host's namespace too: it asked for
+ * the host's files there, and gets them as a kubelet's container would.
  */
 
 /** The umount(8) step and the holder: fixed scripts, the program paths and the directory are arguments, never parsed by the shell. */
@@ -30,15 +36,41 @@ const SleepProgram = 'sleep'
 /** How long the holder may take to unmount the namespace files and say it is ready. */
 export const DefaultMountBaseStartMs = 10_000
 
+/** The directories whose namespace files the base lacks: the netns dir, and each directory that holds an nsfs mount (mountinfo's). */
+export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
+  const dirs = new Set([netnsDir])
+  for (const line of mountinfo.split('\n')) {
+    if (!/ - nsfs /.test(line)) continue
+    const point = (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
+    if (point.startsWith('/')) dirs.add(dirname(point))
+  }
+  return [...dirs]
+}
+
+/** Whether a bind shows one of those directories, or a part of one: its source is in it, or holds it. */
+export function bindsLackedDir(binds: readonly {source: string}[], lacked: readonly string[]): boolean {
+  return binds.some((b) => lacked.some((d) => isWithin(d, b.source) || isWithin(b.source, d)))
+}
+
 export class SandboxMountBase {
   private exited = false
 
-  private constructor(private readonly holder: ChildProcess) {
+  private constructor(
+    private readonly holder: ChildProcess,
+    /** What the base lacks (nsfsDirs), read when it was made. */
+    private readonly lacked: string[],
+  ) {
     holder.once('exit', () => (this.exited = true))
   }
 
   /** Starts the holder; undefined where it cannot run (its programs missing, no privilege), with the reason given to log. */
   static async start(netnsDir: string, log: (line: string) => void = () => undefined): Promise<SandboxMountBase | undefined> {
+    let lacked = [netnsDir]
+    try {
+      lacked = nsfsDirs(readFileSync('/proc/self/mountinfo', 'utf8'), netnsDir)
+    } catch {
+      // No mount table to read: the netns dir alone.
+    }
     const holder = spawn(
       hostProgram(SetprivProgram),
       [
@@ -84,12 +116,17 @@ export class SandboxMountBase {
     holder.stdout!.destroy()
     holder.stderr!.destroy()
     holder.unref()
-    return new SandboxMountBase(holder)
+    return new SandboxMountBase(holder, lacked)
   }
 
   /** The namespace's path for nsenter --mount, while its holder runs. */
   get path(): string | undefined {
     return this.exited ? undefined : `/proc/${this.holder.pid}/ns/mnt`
+  }
+
+  /** The namespace a container with these binds starts from: the base, unless a bind shows what the base lacks (then the host's, undefined). */
+  pathFor(binds: readonly {source: string}[]): string | undefined {
+    return bindsLackedDir(binds, this.lacked) ? undefined : this.path
   }
 
   /** The holder's pid (tests: what it sees, and that it is gone after close). */

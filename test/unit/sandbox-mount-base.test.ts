@@ -1,0 +1,25 @@
+import {describe, expect, test} from '@jest/globals'
+import {bindsLackedDir, nsfsDirs} from '../../src/emulator/runtime/sandbox/mount-base.js'
+
+describe('the mount base sandboxes start from', () => {
+  const info = [
+    '22 1 254:0 / / rw - ext4 /dev/vda rw',
+    '30 22 254:0 /run/netns /run/netns rw shared:5 - ext4 /dev/vda rw',
+    '31 30 0:4 net:[4026532300] /run/netns/vnode-pool-a rw shared:6 - nsfs nsfs rw',
+    '32 30 0:4 net:[4026532301] /run/netns/vnode-pool-b rw shared:6 - nsfs nsfs rw',
+    '40 22 0:4 net:[4026532400] /run/docker/netns/c\\0401 rw - nsfs nsfs rw',
+    '41 22 0:26 / /tmp rw - tmpfs tmpfs rw',
+  ].join('\n')
+
+  test('lacks the netns dir and every directory that holds a network namespace file, and nothing else', () => {
+    expect(nsfsDirs(info, '/run/netns').sort()).toEqual(['/run/docker/netns', '/run/netns'])
+    expect(nsfsDirs('', '/run/netns')).toEqual(['/run/netns'])
+  })
+
+  test("a bind that shows one of them, whole or in part (a hostPath of /run/netns, /run or /), takes the host's namespace; others the base", () => {
+    const lacked = ['/run/netns', '/run/docker/netns']
+    for (const source of ['/run/netns', '/run/netns/vnode-pool-a', '/run', '/', '/run/docker']) expect(bindsLackedDir([{source}], lacked)).toBe(true)
+    for (const source of ['/tmp/state/pods/u/volumes/v', '/run/user', '/var/run-netns', '/srv/data']) expect(bindsLackedDir([{source}], lacked)).toBe(false)
+    expect(bindsLackedDir([], lacked)).toBe(false)
+  })
+})
