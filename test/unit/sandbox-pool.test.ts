@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {conflist, podIndependentChain, podSpecificChain} from '../../src/emulator/runtime/network/config.js'
 import {DefaultPoolCap, DefaultPoolFloor, DefaultPoolMemoryMs, DefaultPoolWindowMs, poolCapFor, PoolSizing} from '../../src/emulator/runtime/network/pool-sizing.js'
-import {PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
+import {DefaultStartHoldMs, PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
 import {subresourcesFor} from '../../src/emulator/server/auth.js'
 import {poolMetrics} from '../../src/emulator/server/pool-metrics.js'
 import {MetricsRoute} from '../../src/emulator/server/routes/metrics.js'
@@ -193,6 +193,47 @@ describe('the warm pool: leasing', () => {
     expect(maker.destroyed).toBe(3)
     expect(clock.pending).toBe(0)
     await p.close()
+  })
+
+  test("a start under way holds the refill past its lease's quiet: entries are made once it ended and the quiet after it passed", async () => {
+    const {clock, maker, p} = pool({floor: 1, cap: 4})
+    await p.start()
+    await settle()
+    const ends = Array.from({length: 3}, () => p.startBegan())
+    for (let i = 0; i < 3; i++) p.lease()
+    await clock.advance(quiet * 4)
+    // The leases are long quiet, but the starts (their sandboxes) go on: nothing is made beside them.
+    expect(maker.next).toBe(1)
+    ends[0]!()
+    ends[1]!()
+    await clock.advance(quiet * 4)
+    expect(maker.next).toBe(1)
+    ends[2]!()
+    ends[2]!()
+    await clock.advance(quiet - 1)
+    expect(maker.next).toBe(1)
+    await clock.advance(1)
+    expect(p.figures()).toMatchObject({ready: 3, target: 3})
+    await p.close()
+  })
+
+  test('a start that hangs holds the refill for DefaultStartHoldMs at most', async () => {
+    const clock = new FakeClock()
+    const maker = new FakeMaker()
+    // The burst is remembered past the hold, so the target is still the burst when the hold ends.
+    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 4, windowMs: 6 * DefaultStartHoldMs, memoryMs: 6 * DefaultStartHoldMs, quietMs: quiet}), clock)
+    await p.start()
+    await settle()
+    const end = p.startBegan()
+    p.lease()
+    p.lease()
+    await clock.advance(DefaultStartHoldMs - 1)
+    expect(maker.next).toBe(1)
+    await clock.advance(1)
+    expect(p.figures()).toMatchObject({ready: 2, target: 2})
+    end()
+    await p.close()
+    expect(clock.pending).toBe(0)
   })
 
   test('starts during a refill stop it after the entry being made', async () => {

@@ -206,7 +206,13 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     if (existing) return existing.update(pod)
     const rt = this.newRuntime(pod)
     this.pods.set(rt.uid, rt)
-    await rt.start()
+    // Until its start is seen, the warm pool does not refill beside it (a refill's plugins take the CPU its sandbox needs).
+    const started = this.opts.network?.startBegan()
+    try {
+      await rt.start()
+    } finally {
+      started?.()
+    }
   }
 
   private rotation(): LogRotation {

@@ -155,6 +155,11 @@ export class PodNetwork {
     await this.pool.start(await reclaimEntries(this.entries, leased))
   }
 
+  /** A pod's start begins: the pool makes no entry beside it (sandbox-pool.ts); the returned function ends it. */
+  startBegan(): () => void {
+    return this.pool?.startBegan() ?? (() => undefined)
+  }
+
   /** The pool's figures; undefined without a pool. */
   poolFigures(): SandboxPoolFigures | undefined {
     return this.pool?.figures()

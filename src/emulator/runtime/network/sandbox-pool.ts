@@ -19,6 +19,13 @@ export interface PoolEntryMaker<E> {
   destroy(entry: E): Promise<void>
 }
 
+/**
+ * A pod start under way holds the refill this long at most: a refill's
+ * plugins take the CPU the burst's sandboxes need, but a start that hangs
+ * (a postStart hook that runs for minutes) must not keep the pool empty.
+ */
+export const DefaultStartHoldMs = 10_000
+
 /** After a failed make, the next try waits 1 s, doubling to 5 min (a host that lost its plugins is not hammered). */
 export const PoolRetryInitialMs = 1_000
 export const PoolRetryMaxMs = 300_000
@@ -37,6 +44,11 @@ export class SandboxPool<E> {
   private timer: ClockTimer | undefined
   private readonly retry = new Backoff(PoolRetryInitialMs, PoolRetryMaxMs)
   private readonly runner: SerialRunner
+  /** Pod starts under way, by token: when each began. */
+  private readonly starting = new Map<number, number>()
+  private startTokens = 0
+  /** When the last start under way ended. */
+  private lastStartEnd: number | undefined
 
   constructor(
     private readonly maker: PoolEntryMaker<E>,
@@ -79,6 +91,36 @@ export class SandboxPool<E> {
     return e
   }
 
+  /**
+   * A pod's start begins (its sandbox, its containers' spawns, until its
+   * start is seen); the returned function ends it. The pool makes no entry
+   * while one is under way, nor in the quiet time after the last one ends:
+   * a burst's starts outlast its leases by the time its sandboxes take.
+   */
+  startBegan(): () => void {
+    const token = ++this.startTokens
+    this.starting.set(token, this.clock.now())
+    return () => {
+      if (!this.starting.delete(token)) return
+      this.lastStartEnd = this.clock.now()
+      this.schedule()
+    }
+  }
+
+  /** Starts under way that still hold the refill, or the quiet after the last one: entries wait. */
+  private startsHold(now: number): boolean {
+    for (const began of this.starting.values()) if (now - began < DefaultStartHoldMs) return true
+    return this.lastStartEnd !== undefined && now - this.lastStartEnd < this.sizing.quietMs
+  }
+
+  /** When the starts stop holding the refill, if they hold it now. */
+  private startsReleaseAt(now: number): number | undefined {
+    if (!this.startsHold(now)) return undefined
+    const ends = [...this.starting.values()].filter((began) => now - began < DefaultStartHoldMs).map((began) => began + DefaultStartHoldMs)
+    // A start under way ends with its release, which schedules again; its hold's end is the latest it may wait for.
+    return ends.length > 0 ? Math.min(...ends) : this.lastStartEnd! + this.sizing.quietMs
+  }
+
   figures(): SandboxPoolFigures {
     const now = this.clock.now()
     return {
@@ -99,7 +141,7 @@ export class SandboxPool<E> {
     while (!this.closed) {
       const now = this.clock.now()
       this.sizing.prune(now)
-      if (!this.sizing.quiet(now)) return
+      if (!this.sizing.quiet(now) || this.startsHold(now)) return
       const target = this.sizing.target(now)
       if (this.ready.length > target) {
         await this.maker.destroy(this.ready.pop()!).catch(() => undefined)
@@ -131,9 +173,10 @@ export class SandboxPool<E> {
     this.timer = undefined
     if (this.closed || this.runner.running) return
     const now = this.clock.now()
-    const due = [this.sizing.nextChangeAt(now), this.ready.length < this.sizing.target(now) && this.retryAt > now ? this.retryAt : undefined].filter((t): t is number => t !== undefined)
+    const held = this.startsReleaseAt(now)
+    const due = [this.sizing.nextChangeAt(now), this.ready.length < this.sizing.target(now) && this.retryAt > now ? this.retryAt : undefined, held].filter((t): t is number => t !== undefined)
     // Below the target and quiet already: fill now (a start that came during the last pass).
-    if (this.ready.length !== this.sizing.target(now) && this.sizing.quiet(now) && now >= this.retryAt) due.push(now)
+    if (this.ready.length !== this.sizing.target(now) && this.sizing.quiet(now) && held === undefined && now >= this.retryAt) due.push(now)
     if (due.length === 0) return
     this.timer = this.clock.setTimeout(
       () => {
