@@ -1,5 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
-import {bindsLackedDir, nsfsDirs} from '../../src/emulator/runtime/sandbox/mount-base.js'
+import {bindsLackedDir, mountsSignature, nsfsDirs} from '../../src/emulator/runtime/sandbox/mount-base.js'
 
 describe('the mount base sandboxes start from', () => {
   const info = [
@@ -21,5 +21,19 @@ describe('the mount base sandboxes start from', () => {
     for (const source of ['/run/netns', '/run/netns/vnode-pool-a', '/run', '/', '/run/docker']) expect(bindsLackedDir([{source}], lacked)).toBe(true)
     for (const source of ['/tmp/state/pods/u/volumes/v', '/run/user', '/var/run-netns', '/srv/data']) expect(bindsLackedDir([{source}], lacked)).toBe(false)
     expect(bindsLackedDir([], lacked)).toBe(false)
+  })
+
+  test("the host's mounts it copied: network namespace files come and go without making it stale; any other mount does", () => {
+    const base = mountsSignature(info)
+    const lines = info.split('\n')
+    // Another pod's namespace, or one gone, and the same mounts listed in another order: the same.
+    expect(mountsSignature([...lines, '33 30 0:4 net:[4026532302] /run/netns/vnode-pool-c rw shared:6 - nsfs nsfs rw'].join('\n'))).toBe(base)
+    expect(mountsSignature(lines.filter((l) => !l.includes('vnode-pool-a')).join('\n'))).toBe(base)
+    expect(mountsSignature([...lines].reverse().join('\n'))).toBe(base)
+    // A disk mounted, a tmpfs gone, a mount point made a mount (the first `ip netns add`): stale.
+    expect(mountsSignature([...lines, '50 22 8:1 / /mnt/disk rw - ext4 /dev/sdb1 rw'].join('\n'))).not.toBe(base)
+    expect(mountsSignature(lines.filter((l) => !l.includes(' /tmp ')).join('\n'))).not.toBe(base)
+    expect(mountsSignature(lines.filter((l) => !l.startsWith('30 ')).join('\n'))).not.toBe(base)
+    expect(mountsSignature(lines.join('\n'))).toContain('/tmp tmpfs tmpfs')
   })
 })

@@ -1,7 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {V1Pod} from '@kubernetes/client-node'
 import {execa} from 'execa'
-import {existsSync, readdirSync, readFileSync, readlinkSync} from 'node:fs'
+import {existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync} from 'node:fs'
+import {tmpdir} from 'node:os'
 import {Resolver} from 'node:dns/promises'
 import {join} from 'node:path'
 import {freePort} from '../../../src/common/ports.js'
@@ -228,6 +229,43 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
       await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns, fieldSelector: 'metadata.name=netns-view'})).items.length === 0, 'netns-view gone', 60_000, 500)
     },
     120_000,
+  )
+
+  rootTest(
+    'a mount made on the host after the node is up is in the next containers, as on the host: a hostPath of it shows its files',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'vnode-e2e-hostmount-'))
+      let mounted = false
+      try {
+        expect((await execa('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], {reject: false})).exitCode).toBe(0)
+        mounted = true
+        writeFileSync(join(dir, 'marker'), 'on the new mount')
+        // The first start after the change, and one after that (from the base made again), both see the mount's file.
+        for (const name of ['mounted-1', 'mounted-2']) {
+          const pod = {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: {name},
+            spec: {
+              nodeName,
+              terminationGracePeriodSeconds: 1,
+              volumes: [{name: 'm', hostPath: {path: dir}}],
+              containers: [{name: 'main', image: 'node', command: [NODE, '-e', 'setInterval(() => {}, 1e6)'], volumeMounts: [{name: 'm', mountPath: '/m', readOnly: true}]}],
+            },
+          }
+          expect((await kubectl(['apply', '-n', ns, '-f', '-'], JSON.stringify(pod))).exitCode).toBe(0)
+          await waitFor(async () => (await c.core.readNamespacedPod({namespace: ns, name})).status?.containerStatuses?.[0]?.state?.running, `${name} running`, 60_000, 250)
+          const r = await execIn(name, [NODE, '-e', "process.stdout.write(require('fs').readFileSync('/m/marker', 'utf8'))"])
+          expect(r.stdout).toBe('on the new mount')
+        }
+      } finally {
+        await kubectl(['delete', '-n', ns, 'pod/mounted-1', 'pod/mounted-2', '--wait=false', '--ignore-not-found'])
+        await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.every((p) => !p.metadata!.name!.startsWith('mounted-')), 'mounted-* gone', 60_000, 500)
+        if (mounted) await execa('umount', [dir], {reject: false})
+        rmSync(dir, {recursive: true, force: true})
+      }
+    },
+    150_000,
   )
 
   rootTest(

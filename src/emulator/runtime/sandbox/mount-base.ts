@@ -22,8 +22,13 @@ import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
  * those files (joining another pod's network is not a container's to do).
  *
  * One process of vnode's holds the namespace (sleep); it dies with vnode
- * (parent-death signal) and at close(). While it does not run, starts
- * begin from the host's namespace, as before, and nothing else changes.
+ * (parent-death signal) and at close(). The host's mounts (but the nsfs
+ * ones) are compared with the base's at each start: where the host's root
+ * mount is private, no change reaches the base by propagation, so one that
+ * changed (a disk mounted, /run/netns made a mount by the first `ip netns
+ * add`) makes a new base, and the old one goes. Until it is ready, and
+ * whenever no holder runs, starts begin from the host's namespace, as
+ * before, and nothing else changes.
  * A container that binds a directory the base lacks (a hostPath volume of
  * /run/netns, or of /) starts from the host's namespace too: it asked for
  * the host's files there, and gets them as a kubelet's container would.
@@ -35,6 +40,8 @@ const UmountProgram = 'umount'
 const SleepProgram = 'sleep'
 /** How long the holder may take to unmount the namespace files and say it is ready. */
 export const DefaultMountBaseStartMs = 10_000
+/** After a base could not be remade, the next try waits this long (each failure is logged once). */
+export const DefaultMountBaseRetryMs = 60_000
 
 /** The directories whose namespace files the base lacks: the netns dir, and each directory that holds an nsfs mount (mountinfo's). */
 export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
@@ -47,94 +54,162 @@ export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
   return [...dirs]
 }
 
+/**
+ * The host's mounts a base is a copy of: each mount's point, type and source
+ * (mountinfo's), the network namespaces' files left out. A base whose
+ * signature is not the host's now is stale.
+ */
+export function mountsSignature(mountinfo: string): string {
+  const out: string[] = []
+  for (const line of mountinfo.split('\n')) {
+    const [left, right] = line.split(' - ')
+    if (!left || right === undefined || right.startsWith('nsfs ')) continue
+    const [fsType, source] = right.split(' ')
+    out.push(`${left.split(' ')[4]} ${fsType} ${source}`)
+  }
+  return out.sort().join('\n')
+}
+
 /** Whether a bind shows one of those directories, or a part of one: its source is in it, or holds it. */
 export function bindsLackedDir(binds: readonly {source: string}[], lacked: readonly string[]): boolean {
   return binds.some((b) => lacked.some((d) => isWithin(d, b.source) || isWithin(b.source, d)))
 }
 
+/** One holder of a base: its process, what it lacks and the host's mounts it copied. */
+interface Holder {
+  child: ChildProcess
+  pid: number
+  lacked: string[]
+  signature: string
+  exited: boolean
+}
+
+function readMountinfo(): string {
+  try {
+    return readFileSync('/proc/self/mountinfo', 'utf8')
+  } catch {
+    return ''
+  }
+}
+
 export class SandboxMountBase {
-  private exited = false
+  private current: Holder | undefined
+  private making: Promise<void> | undefined
+  private closed = false
+  /** After a base could not be remade, starts begin from the host's namespace until then (epoch ms). */
+  private retryAt = 0
 
   private constructor(
-    private readonly holder: ChildProcess,
-    /** What the base lacks (nsfsDirs), read when it was made. */
-    private readonly lacked: string[],
-  ) {
-    holder.once('exit', () => (this.exited = true))
+    private readonly netnsDir: string,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Makes the first base; undefined where none can be made (its programs missing, no privilege), with the reason given to log. */
+  static async start(netnsDir: string, log: (line: string) => void = () => undefined): Promise<SandboxMountBase | undefined> {
+    const base = new SandboxMountBase(netnsDir, log)
+    await base.make()
+    return base.current ? base : undefined
   }
 
-  /** Starts the holder; undefined where it cannot run (its programs missing, no privilege), with the reason given to log. */
-  static async start(netnsDir: string, log: (line: string) => void = () => undefined): Promise<SandboxMountBase | undefined> {
-    let lacked = [netnsDir]
-    try {
-      lacked = nsfsDirs(readFileSync('/proc/self/mountinfo', 'utf8'), netnsDir)
-    } catch {
-      // No mount table to read: the netns dir alone.
-    }
-    const holder = spawn(
-      hostProgram(SetprivProgram),
-      [
-        '--pdeathsig',
-        'KILL',
-        '--',
-        hostProgram(UnshareProgram),
-        '--mount',
-        '--propagation',
-        'slave',
-        '--',
-        hostProgram(ShellProgram),
-        '-c',
-        MountBaseScript,
-        'vnode-mount-base',
-        hostProgram(UmountProgram),
-        netnsDir,
-        hostProgram(SleepProgram),
-      ],
-      {stdio: ['ignore', 'pipe', 'pipe'], cwd: '/'},
-    )
-    holder.on('error', () => undefined)
-    let stderr = ''
-    holder.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)))
-    const ready = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), DefaultMountBaseStartMs)
-      const lines = createInterface({input: holder.stdout!})
-      lines.once('line', (l) => {
-        clearTimeout(timer)
-        resolve(l.trim() === 'ready')
-      })
-      holder.once('exit', () => {
-        clearTimeout(timer)
-        resolve(false)
-      })
-    })
-    if (!ready || holder.pid === undefined || holder.exitCode !== null) {
-      if (holder.exitCode === null) holder.kill('SIGKILL')
-      log(`sandboxes start from the host's mount namespace: its copy without network namespace files could not be made${stderr.trim() ? ` (${stderr.trim()})` : ''}`)
+  /**
+   * The namespace a container with these binds starts from: the base,
+   * unless a bind shows what the base lacks, or the host's mounts changed
+   * since it was made (a new one is then made for the next starts), or no
+   * holder runs: then the host's (undefined).
+   */
+  pathFor(binds: readonly {source: string}[]): string | undefined {
+    const h = this.current
+    if (!h || h.exited || mountsSignature(readMountinfo()) !== h.signature) {
+      this.remake()
       return undefined
     }
-    // sleep writes nothing: its pipes are not read again, and the holder never keeps vnode's event loop alive.
-    holder.stdout!.destroy()
-    holder.stderr!.destroy()
-    holder.unref()
-    return new SandboxMountBase(holder, lacked)
-  }
-
-  /** The namespace's path for nsenter --mount, while its holder runs. */
-  get path(): string | undefined {
-    return this.exited ? undefined : `/proc/${this.holder.pid}/ns/mnt`
-  }
-
-  /** The namespace a container with these binds starts from: the base, unless a bind shows what the base lacks (then the host's, undefined). */
-  pathFor(binds: readonly {source: string}[]): string | undefined {
-    return bindsLackedDir(binds, this.lacked) ? undefined : this.path
+    return bindsLackedDir(binds, h.lacked) ? undefined : `/proc/${h.pid}/ns/mnt`
   }
 
   /** The holder's pid (tests: what it sees, and that it is gone after close). */
   get pid(): number | undefined {
-    return this.holder.pid
+    return this.current?.pid
   }
 
   close(): void {
-    if (!this.exited) this.holder.kill('SIGKILL')
+    this.closed = true
+    if (this.current && !this.current.exited) this.current.child.kill('SIGKILL')
+    this.current = undefined
   }
+
+  /** A new base in the background, one at a time; the old one goes once the new one is ready. */
+  private remake(): void {
+    if (this.making || this.closed || Date.now() < this.retryAt) return
+    this.making = this.make().finally(() => (this.making = undefined))
+  }
+
+  private async make(): Promise<void> {
+    const h = await startHolder(this.netnsDir, this.log)
+    if (!h) {
+      this.retryAt = Date.now() + DefaultMountBaseRetryMs
+      return
+    }
+    if (this.closed) {
+      h.child.kill('SIGKILL')
+      return
+    }
+    const old = this.current
+    this.current = h
+    if (old && !old.exited) old.child.kill('SIGKILL')
+  }
+}
+
+/** Starts a holder: the host's mounts and what it lacks are read first, so a change made meanwhile makes the next start remake it. */
+async function startHolder(netnsDir: string, log: (line: string) => void): Promise<Holder | undefined> {
+  const info = readMountinfo()
+  const lacked = nsfsDirs(info, netnsDir)
+  const signature = mountsSignature(info)
+  const child = spawn(
+    hostProgram(SetprivProgram),
+    [
+      '--pdeathsig',
+      'KILL',
+      '--',
+      hostProgram(UnshareProgram),
+      '--mount',
+      '--propagation',
+      'slave',
+      '--',
+      hostProgram(ShellProgram),
+      '-c',
+      MountBaseScript,
+      'vnode-mount-base',
+      hostProgram(UmountProgram),
+      netnsDir,
+      hostProgram(SleepProgram),
+    ],
+    {stdio: ['ignore', 'pipe', 'pipe'], cwd: '/'},
+  )
+  child.on('error', () => undefined)
+  let stderr = ''
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)))
+  const ready = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), DefaultMountBaseStartMs)
+    const lines = createInterface({input: child.stdout!})
+    lines.once('line', (l) => {
+      clearTimeout(timer)
+      resolve(l.trim() === 'ready')
+    })
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve(false)
+    })
+  })
+  if (!ready || child.pid === undefined || child.exitCode !== null) {
+    if (child.exitCode === null) child.kill('SIGKILL')
+    log(`sandboxes start from the host's mount namespace: its copy without network namespace files could not be made${stderr.trim() ? ` (${stderr.trim()})` : ''}`)
+    return undefined
+  }
+  // sleep writes nothing: its pipes are not read again, and the holder never keeps vnode's event loop alive.
+  child.stdout!.destroy()
+  child.stderr!.destroy()
+  child.unref()
+  const h: Holder = {child, pid: child.pid, lacked, signature, exited: false}
+  child.once('exit', () => (h.exited = true))
+  return h
 }
