@@ -71,7 +71,7 @@ export const Doors = [
     images: ['default-images', 'image-map', 'image-program'],
     logs: ['container-logs', 'layout', 'reader', 'writer'],
     network: ['detect', 'node-network', 'pod-attachment', 'pod-network', 'port-conflict', 'port-dial'],
-    pod: ['adoption', 'pod-runtime', 'record', 'sync-clock'],
+    pod: ['adoption', 'pod-runtime', 'record', 'sync-clock', 'usage'],
     probes: ['effects', 'handlers', 'worker'],
     process: ['command-errors', 'container-process', 'executable', 'host-programs', 'instance-io', 'proc', 'process-spec', 'usage'],
     sandbox: ['container-view', 'detect', 'mount-base', 'pod-files', 'pod-pid-namespace', 'pod-sandbox', 'security-context', 'spawn', 'spec', 'walls', 'walls-fs'],

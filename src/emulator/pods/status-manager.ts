@@ -16,11 +16,9 @@ export const DefaultStatusCoalesceMs = 100
 /**
  * While the provider is starting or killing a pod, writes wait up to this long:
  * a clean start is one write (Running) and a prompt kill one write (the terminal status).
- * A start is reported at the relist that sees it, up to a relist period (1 s)
- * after its program runs: 2 s for the start and 1 s for that relist. With less,
- * a burst of sandboxed starts that take about 2 s under load each wrote
- * ContainerCreating just before Running, and the second hundred writes waited
- * for the client's rate limit (50 a second once its burst of 100 is spent).
+ * 2 s for the start and 1 s (a relist period) until it is seen: with 2 s, a burst of sandboxed
+ * starts wrote ContainerCreating just before Running, the second hundred writes waiting on the
+ * client's rate limit (50/s once its burst of 100 is spent).
  */
 export const DefaultTransitionHoldMs = 3_000
 export const DefaultStatusRetryInitialMs = 500

@@ -16,7 +16,6 @@ import {attachToProcess} from './container/attach.js'
 import {dialInNetns} from './network/port-dial.js'
 import {ExecGroups, startExec} from './container/exec.js'
 import type {ContainerProcess} from './process/container-process.js'
-import {processGroups} from './process/proc.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './container/crash-loop.js'
 import type {NodeFacts} from './env/env.js'
 import {ImageMap} from './images/image-map.js'
@@ -31,12 +30,12 @@ import {retiringLayers} from './sandbox/pod-sandbox.js'
 import {SandboxMountBase} from './sandbox/mount-base.js'
 import {PodRuntime} from './pod/pod-runtime.js'
 import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './pod/sync-clock.js'
-import {processGroupUsage, type PodUsage} from './process/usage.js'
+import type {PodUsage} from './process/usage.js'
+import {podsUsage} from './pod/usage.js'
 import {ServiceAccountTokens} from './volumes/tokens.js'
 import type {VolumeRefreshOptions} from './volumes/refresh.js'
 import type {CgroupSupport} from './cgroups/detect.js'
 import {NodeCgroups} from './cgroups/node-cgroups.js'
-import {cgroupUsage} from './cgroups/usage.js'
 import {NetnsDir, type PodNetwork} from './network/pod-network.js'
 import {portConflictMessage, processGroupOf, takenPorts} from './network/port-conflict.js'
 import type {ContainerState} from './container/state.js'
@@ -207,12 +206,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     const rt = this.newRuntime(pod)
     this.pods.set(rt.uid, rt)
     // Until its start is seen, the warm pool does not refill beside it (a refill's plugins take the CPU its sandbox needs).
-    const started = this.opts.network?.startBegan()
-    try {
-      await rt.start()
-    } finally {
-      started?.()
-    }
+    await (this.opts.network ? this.opts.network.whileStarting(() => rt.start()) : rt.start())
   }
 
   private rotation(): LogRotation {
@@ -302,25 +296,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
 
   /** Per-container CPU, memory and process count: from the cgroups' accounting where there are cgroups, else from /proc. */
   usage(): PodUsage[] {
-    const cg = this.cgroups
-    if (cg) {
-      return [...this.pods.values()].map((rt) => ({
-        namespace: rt.pod.metadata!.namespace!,
-        name: rt.pod.metadata!.name!,
-        uid: rt.uid,
-        containers: rt.containers.flatMap((c) => {
-          const path = c.proc ? rt.sandbox.cgroup.containerPath(c.name) : undefined
-          return c.proc && path ? [cgroupUsage(cg, c.name, path, c.proc.pid, c.proc.startedAt)] : []
-        }),
-      }))
-    }
-    const groups = processGroups(new Set([...this.pods.values()].flatMap((rt) => rt.containers.filter((c) => c.proc).map((c) => c.proc!.pgid))))
-    return [...this.pods.values()].map((rt) => ({
-      namespace: rt.pod.metadata!.namespace!,
-      name: rt.pod.metadata!.name!,
-      uid: rt.uid,
-      containers: rt.containers.filter((c) => c.proc).map((c) => processGroupUsage(c.name, c.proc!.pgid, c.proc!.startedAt, groups.get(c.proc!.pgid) ?? [], c.proc)),
-    }))
+    return podsUsage([...this.pods.values()], this.cgroups)
   }
 
   /** The warm pool of pod network sandboxes; undefined without a pod network. */

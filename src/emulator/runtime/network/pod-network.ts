@@ -155,9 +155,14 @@ export class PodNetwork {
     await this.pool.start(await reclaimEntries(this.entries, leased))
   }
 
-  /** A pod's start begins: the pool makes no entry beside it (sandbox-pool.ts); the returned function ends it. */
-  startBegan(): () => void {
-    return this.pool?.startBegan() ?? (() => undefined)
+  /** A pod's start, until it is seen: the pool makes no entry beside it (sandbox-pool.ts). */
+  async whileStarting(start: () => Promise<void>): Promise<void> {
+    const ended = this.pool?.startBegan()
+    try {
+      await start()
+    } finally {
+      ended?.()
+    }
   }
 
   /** The pool's figures; undefined without a pool. */

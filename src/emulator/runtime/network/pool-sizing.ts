@@ -69,6 +69,8 @@ export class PoolSizing {
    * the first is the target. Sizes are 1..cap, so at most cap of them.
    */
   private readonly peaks: Peak[] = []
+  /** When the last start ended (noteStartEnd). */
+  private lastEnd: number | undefined
 
   constructor(opts: PoolSizingOptions = {}) {
     this.cap = Math.max(0, Math.floor(opts.cap ?? DefaultPoolCap))
@@ -97,14 +99,21 @@ export class PoolSizing {
     return Math.min(this.cap, Math.max(this.floor, this.peak(now)))
   }
 
-  /** The latest start still remembered: each start is the last peak when it comes. */
-  private lastStart(): number | undefined {
-    return this.peaks.at(-1)?.at
+  /** A pod's start ended (seen, or given up): the quiet time runs from the later of this and the last start. */
+  noteStartEnd(now: number): void {
+    this.lastEnd = Math.max(this.lastEnd ?? now, now)
   }
 
-  /** No start within the quiet time: entries may be made now. */
+  /** The latest start (each start is the last peak when it comes) or start end. */
+  private lastActivity(): number | undefined {
+    const start = this.peaks.at(-1)?.at
+    if (start === undefined || this.lastEnd === undefined) return start ?? this.lastEnd
+    return Math.max(start, this.lastEnd)
+  }
+
+  /** No start, and no start's end, within the quiet time: entries may be made now. */
   quiet(now: number): boolean {
-    const last = this.lastStart()
+    const last = this.lastActivity()
     return last === undefined || now - last >= this.quietMs
   }
 
@@ -114,7 +123,7 @@ export class PoolSizing {
    * (the target falls); undefined when nothing will change by itself.
    */
   nextChangeAt(now: number): number | undefined {
-    const last = this.lastStart()
+    const last = this.lastActivity()
     if (last === undefined) return undefined
     if (now - last < this.quietMs) return last + this.quietMs
     const leaving = this.peaks.find((p) => now - p.at < this.memoryMs)

@@ -47,8 +47,6 @@ export class SandboxPool<E> {
   /** Pod starts under way, by token: when each began. */
   private readonly starting = new Map<number, number>()
   private startTokens = 0
-  /** When the last start under way ended. */
-  private lastStartEnd: number | undefined
 
   constructor(
     private readonly maker: PoolEntryMaker<E>,
@@ -102,23 +100,19 @@ export class SandboxPool<E> {
     this.starting.set(token, this.clock.now())
     return () => {
       if (!this.starting.delete(token)) return
-      this.lastStartEnd = this.clock.now()
+      this.sizing.noteStartEnd(this.clock.now())
       this.schedule()
     }
   }
 
-  /** Starts under way that still hold the refill, or the quiet after the last one: entries wait. */
-  private startsHold(now: number): boolean {
-    for (const began of this.starting.values()) if (now - began < DefaultStartHoldMs) return true
-    return this.lastStartEnd !== undefined && now - this.lastStartEnd < this.sizing.quietMs
-  }
-
-  /** When the starts stop holding the refill, if they hold it now. */
+  /**
+   * When the starts under way stop holding the refill (the earliest end of
+   * a hold); undefined when none holds it. A start that ends first releases
+   * it sooner: its end schedules the pool again.
+   */
   private startsReleaseAt(now: number): number | undefined {
-    if (!this.startsHold(now)) return undefined
     const ends = [...this.starting.values()].filter((began) => now - began < DefaultStartHoldMs).map((began) => began + DefaultStartHoldMs)
-    // A start under way ends with its release, which schedules again; its hold's end is the latest it may wait for.
-    return ends.length > 0 ? Math.min(...ends) : this.lastStartEnd! + this.sizing.quietMs
+    return ends.length > 0 ? Math.min(...ends) : undefined
   }
 
   figures(): SandboxPoolFigures {
@@ -141,7 +135,7 @@ export class SandboxPool<E> {
     while (!this.closed) {
       const now = this.clock.now()
       this.sizing.prune(now)
-      if (!this.sizing.quiet(now) || this.startsHold(now)) return
+      if (!this.sizing.quiet(now) || this.startsReleaseAt(now) !== undefined) return
       const target = this.sizing.target(now)
       if (this.ready.length > target) {
         await this.maker.destroy(this.ready.pop()!).catch(() => undefined)

@@ -1,9 +1,9 @@
 import {spawn, type ChildProcess} from 'node:child_process'
-import {readFileSync} from 'node:fs'
 import {dirname} from 'node:path'
 import {createInterface} from 'node:readline'
 import {isWithin} from '../../../common/paths.js'
 import {hostProgram} from '../process/host-programs.js'
+import {parseMountinfo, readMountinfo} from './mountinfo.js'
 import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
 
 /**
@@ -45,13 +45,14 @@ export const DefaultMountBaseRetryMs = 60_000
 
 /** The directories whose namespace files the base lacks: the netns dir, and each directory that holds an nsfs mount (mountinfo's). */
 export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
-  const dirs = new Set([netnsDir])
-  for (const line of mountinfo.split('\n')) {
-    if (!/ - nsfs /.test(line)) continue
-    const point = (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
-    if (point.startsWith('/')) dirs.add(dirname(point))
-  }
-  return [...dirs]
+  return [
+    ...new Set([
+      netnsDir,
+      ...parseMountinfo(mountinfo)
+        .filter((m) => m.fsType === 'nsfs')
+        .map((m) => dirname(m.point)),
+    ]),
+  ]
 }
 
 /**
@@ -60,14 +61,11 @@ export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
  * signature is not the host's now is stale.
  */
 export function mountsSignature(mountinfo: string): string {
-  const out: string[] = []
-  for (const line of mountinfo.split('\n')) {
-    const [left, right] = line.split(' - ')
-    if (!left || right === undefined || right.startsWith('nsfs ')) continue
-    const [fsType, source] = right.split(' ')
-    out.push(`${left.split(' ')[4]} ${fsType} ${source}`)
-  }
-  return out.sort().join('\n')
+  return parseMountinfo(mountinfo)
+    .filter((m) => m.fsType !== 'nsfs')
+    .map((m) => `${m.point} ${m.fsType} ${m.source}`)
+    .sort()
+    .join('\n')
 }
 
 /** Whether a bind shows one of those directories, or a part of one: its source is in it, or holds it. */
@@ -84,20 +82,14 @@ interface Holder {
   exited: boolean
 }
 
-function readMountinfo(): string {
-  try {
-    return readFileSync('/proc/self/mountinfo', 'utf8')
-  } catch {
-    return ''
-  }
-}
-
 export class SandboxMountBase {
   private current: Holder | undefined
   private making: Promise<void> | undefined
   private closed = false
   /** After a base could not be remade, starts begin from the host's namespace until then (epoch ms). */
   private retryAt = 0
+  /** The host's mount table as last read at a start, and its signature. */
+  private lastRead = {text: '', signature: ''}
 
   private constructor(
     private readonly netnsDir: string,
@@ -119,11 +111,17 @@ export class SandboxMountBase {
    */
   pathFor(binds: readonly {source: string}[]): string | undefined {
     const h = this.current
-    if (!h || h.exited || mountsSignature(readMountinfo()) !== h.signature) {
+    if (!h || h.exited || this.stale(h, readMountinfo())) {
       this.remake()
       return undefined
     }
     return bindsLackedDir(binds, h.lacked) ? undefined : `/proc/${h.pid}/ns/mnt`
+  }
+
+  /** Whether the host's mounts are no longer those the holder copied; a table the same as the last one read is not parsed again. */
+  private stale(h: Holder, mountinfo: string): boolean {
+    if (mountinfo !== this.lastRead.text) this.lastRead = {text: mountinfo, signature: mountsSignature(mountinfo)}
+    return this.lastRead.signature !== h.signature
   }
 
   /** The holder's pid (tests: what it sees, and that it is gone after close). */

@@ -1,9 +1,10 @@
 import {randomBytes} from 'node:crypto'
-import {chmodSync, readdirSync, readFileSync, rmSync} from 'node:fs'
+import {chmodSync, readdirSync, rmSync} from 'node:fs'
 import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs/promises'
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
 import {hostRootEntries} from './host-root.js'
+import {parseMountinfo, readMountinfo} from './mountinfo.js'
 
 /**
  * A container instance's writable layer over the host's root filesystem:
@@ -98,20 +99,8 @@ function under(dir: string, p: string): boolean {
 }
 
 /** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone). */
-export function readMountPoints(text?: string): string[] {
-  let info = text
-  if (info === undefined) {
-    try {
-      info = readFileSync('/proc/self/mountinfo', 'utf8')
-    } catch {
-      return []
-    }
-  }
-  return info
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
-    .filter((p) => p.startsWith('/'))
+export function readMountPoints(text = readMountinfo()): string[] {
+  return parseMountinfo(text).map((m) => m.point)
 }
 
 /** Characters an overlay option or an fstab field cannot carry unescaped. */
