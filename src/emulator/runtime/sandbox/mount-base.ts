@@ -40,6 +40,8 @@ const UmountProgram = 'umount'
 const SleepProgram = 'sleep'
 /** How long the holder may take to unmount the namespace files and say it is ready. */
 export const DefaultMountBaseStartMs = 10_000
+/** How long a replaced base is kept for the starts that took its path just before (a start enters it within milliseconds). */
+export const DefaultRetiredBaseMs = 10_000
 /** After a base could not be remade, the next try waits this long (each failure is logged once). */
 export const DefaultMountBaseRetryMs = 60_000
 
@@ -88,6 +90,8 @@ export class SandboxMountBase {
   private closed = false
   /** After a base could not be remade, starts begin from the host's namespace until then (epoch ms). */
   private retryAt = 0
+  /** Bases replaced by a newer one, until they go (DefaultRetiredBaseMs). */
+  private readonly retired = new Set<Holder>()
   /** The host's mount table as last read at a start, and its signature. */
   private lastRead = {text: '', signature: ''}
 
@@ -131,8 +135,9 @@ export class SandboxMountBase {
 
   close(): void {
     this.closed = true
-    if (this.current && !this.current.exited) this.current.child.kill('SIGKILL')
+    for (const h of [this.current, ...this.retired]) if (h && !h.exited) h.child.kill('SIGKILL')
     this.current = undefined
+    this.retired.clear()
   }
 
   /** A new base in the background, one at a time; the old one goes once the new one is ready. */
@@ -153,7 +158,14 @@ export class SandboxMountBase {
     }
     const old = this.current
     this.current = h
-    if (old && !old.exited) old.child.kill('SIGKILL')
+    // A start that took the old base's path moments ago may not have entered it yet: it goes a little later.
+    if (old && !old.exited) {
+      this.retired.add(old)
+      setTimeout(() => {
+        this.retired.delete(old)
+        if (!old.exited) old.child.kill('SIGKILL')
+      }, DefaultRetiredBaseMs).unref()
+    }
   }
 }
 
