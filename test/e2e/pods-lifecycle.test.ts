@@ -186,7 +186,7 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
     await gone('labelled')
   })
 
-  test('the status map is empty again after a 50-pod create/delete round', async () => {
+  test("a 50-pod create/delete round: each pod goes with its terminal status and the delete's generation written, and the status map is empty again", async () => {
     const names = Array.from({length: 50}, (_, i) => `round-${i}`)
     for (const n of names) await create(podSpec(n))
     await waitFor(
@@ -198,8 +198,37 @@ describeE2e('pod lifecycle through the real API server (test provider)', () => {
       60_000,
       250,
     )
+    // What each pod showed last before it was gone: the writes of a delete burst, queued behind each other, are
+    // built when their turn comes, and none may leave a pod to go without its terminal status.
+    const last = new Map<string, V1Pod>()
+    const goneSeen = new Set<string>()
+    const watch = await new c.lib.Watch(c.kc).watch(
+      `/api/v1/namespaces/${ns}/pods`,
+      {},
+      (type: string, p: V1Pod) => (type === 'DELETED' ? goneSeen.add(p.metadata!.name!) : last.set(p.metadata!.name!, p)),
+      () => undefined,
+    )
+    const before = emulator.summary().byResource
     await c.core.deleteCollectionNamespacedPod({namespace: ns})
     await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns})).items.length === 0, 'all pods gone', 60_000, 250)
+    await waitFor(
+      () => goneSeen.size === 50,
+      () => `50 deletions watched (${goneSeen.size})`,
+      10_000,
+      50,
+    )
+    watch.abort()
+    for (const n of names) {
+      const p = last.get(n)!
+      expect([n, p.status?.phase]).toEqual([n, expect.stringMatching(/^(Succeeded|Failed)$/)])
+      expect([n, p.status?.observedGeneration]).toEqual([n, p.metadata!.generation])
+      expect([n, p.status?.containerStatuses?.[0].state?.terminated]).toEqual([n, expect.anything()])
+    }
+    const after = emulator.summary().byResource
+    const delta = (k: string) => (after[k] ?? 0) - (before[k] ?? 0)
+    expect(delta('DELETE pods')).toBe(50)
+    // The delete's generation and the terminal status: two writes at most, one where the first waited its turn.
+    expect(delta('PATCH pods/status')).toBeLessThanOrEqual(100)
     await waitFor(
       () => emulator.pods().length === 0,
       () => `the status map to empty (${emulator.pods().length} left)`,

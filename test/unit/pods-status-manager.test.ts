@@ -195,3 +195,80 @@ describe('StatusManager on a fake clock', () => {
     expect(clock.pending).toBe(0)
   })
 })
+
+describe('StatusManager: writes in flight', () => {
+  /** A core whose PATCHes stay in flight until the test lets them go. */
+  function slowCore() {
+    const patches: Array<{name: string; phase?: string; generation?: number}> = []
+    const deletes: string[] = []
+    const gates: Array<() => void> = []
+    let inFlight = 0
+    let maxInFlight = 0
+    const core = {
+      patchNamespacedPodStatus: async (req: {name: string; namespace: string; body: Patch['body'] & {status: {observedGeneration?: number}}}) => {
+        inFlight++
+        maxInFlight = Math.max(maxInFlight, inFlight)
+        patches.push({name: req.name, phase: req.body.status.phase, generation: req.body.status.observedGeneration})
+        await new Promise<void>((r) => gates.push(r))
+        inFlight--
+        return {metadata: {name: req.name, namespace: req.namespace}}
+      },
+      deleteNamespacedPod: async (req: {name: string}) => {
+        deletes.push(req.name)
+        return {}
+      },
+    } as unknown as CoreV1Api
+    return {core, patches, deletes, gates, maxInFlight: () => maxInFlight}
+  }
+
+  test('at most writesInFlight at once; a pod that waited for its turn writes what it is by then: a graceful delete and the prompt kill after it are one write', async () => {
+    const clock = new FakeClock()
+    const {core, patches, deletes, gates, maxInFlight} = slowCore()
+    let done = false
+    const sm = new StatusManager(core, {
+      nodeIP: '10.0.0.1',
+      clock,
+      reconcileMs: 0,
+      writesInFlight: 2,
+      hooks: {couldHaveRunningContainers: () => !done, inTransition: () => false},
+    })
+    const pods = ['a', 'b', 'c', 'd'].map(pod)
+    for (const p of pods) sm.track(p)
+    await clock.advance(DefaultStatusCoalesceMs)
+    await settle()
+    // Two writes in flight, two waiting.
+    expect(patches.map((p) => p.name)).toEqual(['a', 'b'])
+    // d is deleted (a new generation) and its kill ends before its turn comes.
+    const deleted = {...pods[3], metadata: {...pods[3].metadata, generation: 2, deletionTimestamp: new Date(clock.now()), deletionGracePeriodSeconds: 30}}
+    sm.track(deleted)
+    done = true
+    sm.setReported('uid-d', {containerStatuses: [{...running.containerStatuses[0], ready: false, state: {terminated: {exitCode: 143, reason: 'Error'}}}]})
+    const terminating = sm.terminate('uid-d')
+    while (patches.length < 4 || gates.length > 0) {
+      gates.shift()?.()
+      await settle()
+    }
+    await terminating
+    expect(maxInFlight()).toBe(2)
+    // d's first write already carries the delete's generation and its terminal phase: one write, then the DELETE.
+    expect(patches.filter((p) => p.name === 'd')).toEqual([{name: 'd', phase: 'Failed', generation: 2}])
+    expect(deletes).toEqual(['d'])
+    sm.stop()
+  })
+
+  test('stop() lets the writes waiting for their turn go without writing', async () => {
+    const clock = new FakeClock()
+    const {core, patches, gates} = slowCore()
+    const sm = new StatusManager(core, {nodeIP: '10.0.0.1', clock, reconcileMs: 0, writesInFlight: 1, hooks: {couldHaveRunningContainers: () => true, inTransition: () => false}})
+    sm.track(pod('a'))
+    sm.track(pod('b'))
+    await clock.advance(DefaultStatusCoalesceMs)
+    await settle()
+    expect(patches.map((p) => p.name)).toEqual(['a'])
+    sm.stop()
+    gates.shift()!()
+    await settle()
+    expect(patches.map((p) => p.name)).toEqual(['a'])
+    expect(clock.pending).toBe(0)
+  })
+})

@@ -1,6 +1,7 @@
 import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
 import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
+import {InFlightLimit} from '../../common/in-flight-limit.js'
 import {WakeTimer} from '../../common/wake-timer.js'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
@@ -21,6 +22,13 @@ export const DefaultStatusCoalesceMs = 100
  * client's rate limit (50/s once its burst of 100 is spent).
  */
 export const DefaultTransitionHoldMs = 3_000
+/**
+ * Status writes (and final deletes) in flight at once. The kubelet's status manager writes one pod at a time
+ * (syncBatch); a pod's write is built when its turn comes, so under a burst a pod's changes while it waited become one
+ * write: a graceful delete's new generation and the terminal status that follows a prompt kill, for one. A few at once
+ * keep an API server busy where one at a time would leave it waiting on round trips.
+ */
+export const DefaultStatusWritesInFlight = 4
 export const DefaultStatusRetryInitialMs = 500
 export const DefaultStatusRetryMaxMs = 10_000
 /**
@@ -61,6 +69,8 @@ export interface StatusManagerOptions {
   retryMaxMs?: number
   /** The periodic comparison with the API (0: none). */
   reconcileMs?: number
+  /** Writes in flight at once (0: no limit). */
+  writesInFlight?: number
   /** The pod as last written (or changed in the API): spec plus the status we hold for it. */
   onChange?: (pod: V1Pod) => void
   onError?: (message: string) => void
@@ -92,6 +102,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private stopped = false
   private readonly reconcileTimer: ClockTimer | undefined
   private readonly clock: Clock
+  private readonly inFlight: InFlightLimit
   /** Status PATCHes sent, per UID still tracked and in total. */
   writes = 0
   readonly writesByUid = new Map<string, number>()
@@ -104,6 +115,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     this.transitionHoldMs = opts.transitionHoldMs ?? DefaultTransitionHoldMs
     this.clock = opts.clock ?? RealClock
     this.now = opts.now ?? (() => new Date(this.clock.now()))
+    this.inFlight = new InFlightLimit(opts.writesInFlight ?? DefaultStatusWritesInFlight)
     const reconcileMs = opts.reconcileMs ?? DefaultStatusReconcileMs
     if (reconcileMs > 0) {
       this.reconcileTimer = this.clock.setInterval(() => this.reconcile(), reconcileMs)
@@ -334,14 +346,16 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
     let status = done ? undefined : this.buildFor(e)
     if (status && needsUpdate(e, status, moved)) {
-      if (this.opts.throttle) {
-        await this.opts.throttle()
-        if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
-        // Built again after the wait: whatever changed meanwhile goes in this one write.
-        status = this.buildFor(e)
-      }
-      if (needsUpdate(e, status, moved)) {
-        try {
+      const free = this.inFlight.tryAcquire()
+      const release = free ?? (await this.inFlight.acquire())
+      try {
+        if (!free || this.opts.throttle) {
+          await this.opts.throttle?.()
+          if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
+          // Built again after waiting for its turn: whatever changed meanwhile goes in this one write.
+          status = this.buildFor(e)
+        }
+        if (needsUpdate(e, status, moved)) {
           const before = moved ? target.status : (e.written ?? e.pod.status)
           const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
           this.writes++
@@ -352,19 +366,24 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
           // A static pod keeps its own identity in the feed (the mirror has another UID).
           const metadata = e.isStatic ? e.pod.metadata : (pod.metadata ?? e.pod.metadata)
           if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata, status}))
-        } catch (error) {
-          return this.failed(e, error, 'writing status')
         }
+      } catch (error) {
+        return this.failed(e, error, 'writing status')
+      } finally {
+        release()
       }
     }
     if (canBeDeleted(e)) {
-      await this.opts.throttle?.()
-      if (this.stopped) return
+      const release = await this.inFlight.acquire()
       try {
+        await this.opts.throttle?.()
+        if (this.stopped) return
         await this.core.deleteNamespacedPod({name: name!, namespace: namespace!, gracePeriodSeconds: 0, body: {gracePeriodSeconds: 0, preconditions: {uid}}})
         e.deleted = true
       } catch (error) {
         return this.failed(e, error, 'deleting pod')
+      } finally {
+        release()
       }
     }
   }
@@ -391,6 +410,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   stop(): void {
     this.stopped = true
+    this.inFlight.close()
     this.clock.clearTimeout(this.reconcileTimer)
     for (const e of this.entries.values()) e.wake.cancel()
     this.entries.clear()
