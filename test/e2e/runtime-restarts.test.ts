@@ -205,21 +205,41 @@ describeE2e('runtime: a start is reported at the relist that sees it', () => {
   afterAll(() => h.tearDown())
 
   test('a container that ends before the next relist is never reported running; one that lives on is, from that relist', async () => {
-    await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
-    const startedAt = Date.now()
-    await h.run({metadata: {name: 'brief'}, spec: {restartPolicy: 'Never', containers: [nodeContainer('app', 'process.exit(3)')]}})
-    await h.run({metadata: {name: 'lasting'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(()=>{},1000)')]}})
-    const ended = await h.waitContainer('brief', 'app', (c) => !!c.state?.terminated, 'brief terminated')
-    expect(ended.state!.terminated!.exitCode).toBe(3)
-    const states = h.reports.filter((p) => p.metadata!.name === 'brief').map((p) => Object.keys(p.status!.containerStatuses![0].state ?? {})[0])
+    // The claim is about a container that ended before the relist after its start. On a loaded machine one may start
+    // (or its end be seen) only after that relist: it was running then, and is rightly reported so. Such a try proves
+    // nothing either way, so another is made; no try out of three where the premise held fails the test.
+    const tries: string[] = []
+    let states: string[] | undefined
+    let lastingStartedAt = 0
+    for (let i = 0; i < 3 && !states; i++) {
+      await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
+      const startedAt = Date.now()
+      const relist = Math.ceil((startedAt + 1) / relistPeriodMs) * relistPeriodMs
+      const name = `brief${i}`
+      await h.run({metadata: {name}, spec: {restartPolicy: 'Never', containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', 'exit 3']}]}})
+      if (i === 0) {
+        lastingStartedAt = startedAt
+        await h.run({metadata: {name: 'lasting'}, spec: {terminationGracePeriodSeconds: 2, containers: [nodeContainer('app', 'setInterval(()=>{},1000)')]}})
+      }
+      const ended = await h.waitContainer(name, 'app', (c) => !!c.state?.terminated, `${name} terminated`)
+      expect(ended.state!.terminated!.exitCode).toBe(3)
+      // finishedAt has second precision and the relist falls on a whole second: earlier means before the relist.
+      const finishedAt = Date.parse(ended.state!.terminated!.finishedAt as unknown as string)
+      if (finishedAt >= relist) {
+        tries.push(`${name} ended at ${new Date(finishedAt).toISOString()}, not before the relist at ${new Date(relist).toISOString()}`)
+        continue
+      }
+      states = h.reports.filter((p) => p.metadata!.name === name).map((p) => Object.keys(p.status!.containerStatuses![0].state ?? {})[0])
+    }
+    if (!states) throw new Error(`no container ended before the relist after its start: ${tries.join('; ')}`)
     expect(states).not.toContain('running')
     await h.waitContainer('lasting', 'app', (c) => !!c.state?.running, 'lasting running', 15_000)
     const firstRunning = h.reports.findIndex((p) => p.metadata!.name === 'lasting' && !!p.status!.containerStatuses![0].state?.running)
     expect(firstRunning).toBeGreaterThanOrEqual(0)
     // Not before the relist after its start.
-    const relist = Math.ceil((startedAt + 1) / relistPeriodMs) * relistPeriodMs
+    const relist = Math.ceil((lastingStartedAt + 1) / relistPeriodMs) * relistPeriodMs
     expect(Date.now()).toBeGreaterThanOrEqual(relist)
-  }, 30_000)
+  }, 60_000)
 
   test('the init container after a sidecar starts once the relist has seen the sidecar run, not with it', async () => {
     await waitFor(() => Date.now() % relistPeriodMs < 200, 'just after a relist', 10_000, 20)
