@@ -18,18 +18,66 @@ export function netnsExists(name: string): boolean {
   return existsSync(netnsPath(name))
 }
 
-async function ip(args: string[]): Promise<void> {
-  const r = await execa('ip', args, {reject: false, stdin: 'ignore'})
-  if (r.exitCode !== 0) throw new Error(`ip ${args.join(' ')}: ${String(r.stderr).trim()}`)
+type NetnsOp = {verb: 'add' | 'del'; name: string}
+
+/** The `ip -batch` input of the operations, one line each. */
+export function batchInput(ops: readonly NetnsOp[]): string {
+  return ops.map((o) => `netns ${o.verb} ${o.name}\n`).join('')
+}
+
+/**
+ * Additions and deletions asked for while an `ip` runs go together into the
+ * next one (`ip -force -batch -`, which goes on past a failed line): a burst
+ * of pod starts or ends costs a few program starts, not one per pod. Each
+ * caller waits for its own batch only, and learns its outcome from
+ * /run/netns once that batch has run.
+ */
+class NetnsBatches {
+  private pending: Array<NetnsOp & {ran: (stderr: string) => void}> = []
+  private draining = false
+  /** `ip` runs so far. */
+  runs = 0
+
+  async run(op: NetnsOp): Promise<void> {
+    const stderr = await new Promise<string>((ran) => {
+      this.pending.push({...op, ran})
+      void this.drain()
+    })
+    if (netnsExists(op.name) !== (op.verb === 'add')) throw new Error(`ip netns ${op.verb} ${op.name}: ${stderr || 'no effect'}`)
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return
+    this.draining = true
+    try {
+      while (this.pending.length > 0) {
+        const ops = this.pending
+        this.pending = []
+        this.runs++
+        const r = await execa('ip', ['-force', '-batch', '-'], {input: batchInput(ops), reject: false}).catch((error: Error) => ({exitCode: 1, stderr: error.message}))
+        const stderr = r.exitCode === 0 ? '' : String(r.stderr).trim()
+        for (const o of ops) o.ran(stderr)
+      }
+    } finally {
+      this.draining = false
+    }
+  }
+}
+
+const batches = new NetnsBatches()
+
+/** The `ip` programs started for namespace additions and deletions so far (a burst shares them). */
+export function netnsProgramRuns(): number {
+  return batches.runs
 }
 
 export async function addNetns(name: string): Promise<string> {
-  if (!netnsExists(name)) await ip(['netns', 'add', name])
+  if (!netnsExists(name)) await batches.run({verb: 'add', name})
   return netnsPath(name)
 }
 
 export async function deleteNetns(name: string): Promise<void> {
-  if (netnsExists(name)) await ip(['netns', 'del', name])
+  if (netnsExists(name)) await batches.run({verb: 'del', name})
 }
 
 /** Names of the namespaces under /run/netns that start with prefix. */
