@@ -113,7 +113,10 @@ export function goalList(size) {
     ...[
       ['sandbox', 'each sandboxed container is one bwrap more (mount, PID and UTS namespaces) before its program runs'],
       ['cgroups', 'a pod cgroup and a container cgroup in each v1 hierarchy (or one tree on v2) before the container starts'],
-      ['network', 'before its containers start each pod waits for `ip netns add` and the CNI plugins (loopback, bridge with host-local), one program start each'],
+      [
+        'network',
+        "the network node is a sandboxed one (bwrap per container, the mount base's nsenter) with a network namespace per pod: a warm pool entry, or, where the burst drains the pool, `ip netns add` (one `ip` per batch) and the CNI plugins (loopback, bridge with host-local) on the pod's start path",
+      ],
     ].map(([mode, why]) => ({
       name: `${mode} start p99 within 1.5x of plain (${n} pods, same run)`,
       needs: {ratio: [`start-${n}-${mode}`, 'p99/plain'], p99: [`start-${n}-${mode}`, 'p99'], plain: [`start-${n}-plain`, 'p99']},
