@@ -128,6 +128,10 @@ export class PodRuntime implements ContainerHost {
     return this.end.killingPod
   }
 
+  seeDueExits(): void {
+    this.unseenExits.seeDue()
+  }
+
   /** Starts the pod; resolves after the first sync pass (started, not ready) once the relist has seen its starts. */
   async start(): Promise<void> {
     await this.sandbox.open(this.pod)
@@ -207,7 +211,7 @@ export class PodRuntime implements ContainerHost {
       void this.kick()
     }
     // An exit the node caused (a stop, the pod's end) is seen by the kill that waits for it; any other at the relist.
-    if (!c.stopping && !this.end.isTerminating && !this.closed) return this.unseenExits.add(c, see)
+    if (!c.stopping && !this.end.isTerminating && !this.closed) return this.unseenExits.add(c, see, exit.finishedAt.getTime())
     see()
   }
 

@@ -24,6 +24,8 @@ export interface PodStatusSource {
   readonly killingPod: boolean
   /** Closed: nothing is reported any more. */
   readonly closed: boolean
+  /** Applies the container exits whose relist has come (unseen-exits.ts), before a report. */
+  seeDueExits(): void
 }
 
 /** The waiting reason of a container that has not started: PodInitializing while the pod has init containers. */
@@ -82,6 +84,8 @@ export class PodStatusReporter {
 
   publish(): void {
     if (this.src.closed || this.src.killingPod) return
+    // Applying an exit reports it (a nested publish); this one then finds nothing new.
+    this.src.seeDueExits()
     const pod = this.snapshot()
     const text = JSON.stringify(pod.status)
     if (text === this.lastNotified) return

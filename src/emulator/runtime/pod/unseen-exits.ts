@@ -11,7 +11,7 @@ import {nextRelist, type SyncClock} from './sync-clock.js'
  * it, as the kubelet's kill does.
  */
 export class UnseenExits {
-  private readonly pending = new Map<ContainerState, {timer: ClockTimer; see: () => void}>()
+  private readonly pending = new Map<ContainerState, {timer: ClockTimer; see: () => void; at: number}>()
 
   constructor(
     private readonly clock: Clock,
@@ -23,17 +23,29 @@ export class UnseenExits {
     return this.pending.size
   }
 
-  /** The exit of c's instance: `see` applies it, at the next relist (at once with no relist period). */
-  add(c: ContainerState, see: () => void): void {
+  /**
+   * The exit of c's instance, at endedAt (epoch ms; now by default): `see` applies it at the first relist after it (at
+   * once with no relist period, or where that relist has passed already: the instance's output drained past it).
+   */
+  add(c: ContainerState, see: () => void, endedAt?: number): void {
     this.seeNow(c)
-    if (this.sync.relistPeriodMs <= 0) return see()
     const now = this.clock.now()
-    const at = nextRelist(now + 1, this.sync)
+    const at = nextRelist((endedAt ?? now) + 1, this.sync)
+    if (this.sync.relistPeriodMs <= 0 || at <= now) return see()
     const timer = this.clock.setTimeout(() => {
       this.pending.delete(c)
       see()
     }, at - now)
-    this.pending.set(c, {timer, see})
+    this.pending.set(c, {timer, see, at})
+  }
+
+  /**
+   * Applies the exits whose relist has come. A report made at or after a relist shows what that relist saw, whichever
+   * timer the event loop runs first: under load a start's report (pod-status.ts) can run before an exit's timer due at
+   * the same relist, and would show running a container that had ended before it.
+   */
+  seeDue(now = this.clock.now()): void {
+    for (const [c, p] of [...this.pending]) if (p.at <= now) this.seeNow(c)
   }
 
   /** Applies c's unseen exit now (a stop, or the pod's end, acts on the container as it is). */
