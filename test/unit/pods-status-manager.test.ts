@@ -1,6 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import type {CoreV1Api, V1Pod} from '@kubernetes/client-node'
 import {DefaultStatusCoalesceMs, DefaultTransitionHoldMs, StatusManager} from '../../src/emulator/pods/status-manager.js'
+import {DefaultStatusWriteTurnMs} from '../../src/emulator/pods/write-turns.js'
 import {FakeClock, settle} from './fake-clock.js'
 
 interface Patch {
@@ -254,6 +255,27 @@ describe('StatusManager: writes in flight', () => {
     expect(patches.filter((p) => p.name === 'd')).toEqual([{name: 'd', phase: 'Failed', generation: 2}])
     expect(deletes).toEqual(['d'])
     sm.stop()
+  })
+
+  test('a write that does not answer gives its turn to the next after DefaultStatusWriteTurnMs', async () => {
+    const clock = new FakeClock()
+    const {core, patches, gates} = slowCore()
+    const sm = new StatusManager(core, {nodeIP: '10.0.0.1', clock, reconcileMs: 0, writesInFlight: 1, hooks: {couldHaveRunningContainers: () => true, inTransition: () => false}})
+    sm.track(pod('a'))
+    sm.track(pod('b'))
+    await clock.advance(DefaultStatusCoalesceMs)
+    await settle()
+    expect(patches.map((p) => p.name)).toEqual(['a'])
+    await clock.advance(DefaultStatusWriteTurnMs - 1)
+    await settle()
+    expect(patches.map((p) => p.name)).toEqual(['a'])
+    await clock.advance(1)
+    await settle()
+    expect(patches.map((p) => p.name)).toEqual(['a', 'b'])
+    for (const g of gates.splice(0)) g()
+    await settle()
+    sm.stop()
+    expect(clock.pending).toBe(0)
   })
 
   test('stop() lets the writes waiting for their turn go without writing', async () => {

@@ -1,7 +1,6 @@
 import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
 import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
-import {InFlightLimit} from '../../common/in-flight-limit.js'
 import {WakeTimer} from '../../common/wake-timer.js'
 import {Backoff} from '../kube/backoff.js'
 import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
@@ -10,6 +9,7 @@ import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
 import {buildPodStatus, isTerminalPhase, type StatusOverride} from './status.js'
 import {patchBody} from './status-patch.js'
+import {DefaultStatusWritesInFlight, WriteTurns} from './write-turns.js'
 import {canBeDeleted, needsUpdate, reconcileDue, settled, type Entry} from './status-entry.js'
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
@@ -22,13 +22,6 @@ export const DefaultStatusCoalesceMs = 100
  * client's rate limit (50/s once its burst of 100 is spent).
  */
 export const DefaultTransitionHoldMs = 3_000
-/**
- * Status writes (and final deletes) in flight at once. The kubelet's status manager writes one pod at a time
- * (syncBatch); a pod's write is built when its turn comes, so under a burst a pod's changes while it waited become one
- * write: a graceful delete's new generation and the terminal status that follows a prompt kill, for one. A few at once
- * keep an API server busy where one at a time would leave it waiting on round trips.
- */
-export const DefaultStatusWritesInFlight = 4
 export const DefaultStatusRetryInitialMs = 500
 export const DefaultStatusRetryMaxMs = 10_000
 /**
@@ -102,7 +95,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private stopped = false
   private readonly reconcileTimer: ClockTimer | undefined
   private readonly clock: Clock
-  private readonly inFlight: InFlightLimit
+  private readonly turns: WriteTurns
   /** Status PATCHes sent, per UID still tracked and in total. */
   writes = 0
   readonly writesByUid = new Map<string, number>()
@@ -115,7 +108,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     this.transitionHoldMs = opts.transitionHoldMs ?? DefaultTransitionHoldMs
     this.clock = opts.clock ?? RealClock
     this.now = opts.now ?? (() => new Date(this.clock.now()))
-    this.inFlight = new InFlightLimit(opts.writesInFlight ?? DefaultStatusWritesInFlight)
+    this.turns = new WriteTurns(opts.writesInFlight ?? DefaultStatusWritesInFlight, this.clock)
     const reconcileMs = opts.reconcileMs ?? DefaultStatusReconcileMs
     if (reconcileMs > 0) {
       this.reconcileTimer = this.clock.setInterval(() => this.reconcile(), reconcileMs)
@@ -346,8 +339,8 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
     let status = done ? undefined : this.buildFor(e)
     if (status && needsUpdate(e, status, moved)) {
-      const free = this.inFlight.tryAcquire()
-      const release = free ?? (await this.inFlight.acquire())
+      const free = this.turns.now()
+      const release = free ?? (await this.turns.next())
       try {
         if (!free || this.opts.throttle) {
           await this.opts.throttle?.()
@@ -374,7 +367,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
       }
     }
     if (canBeDeleted(e)) {
-      const release = await this.inFlight.acquire()
+      const release = await this.turns.next()
       try {
         await this.opts.throttle?.()
         if (this.stopped) return
@@ -410,7 +403,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
 
   stop(): void {
     this.stopped = true
-    this.inFlight.close()
+    this.turns.close()
     this.clock.clearTimeout(this.reconcileTimer)
     for (const e of this.entries.values()) e.wake.cancel()
     this.entries.clear()
