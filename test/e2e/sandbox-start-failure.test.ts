@@ -56,8 +56,17 @@ describeE2e('a pod sandbox that fails in its setup', () => {
         reason: 'StartError',
         message: `failed to start container process: bwrap: Can't find source path ${missing}: No such file or directory`,
       })
-      const pod = await f.c.core.readNamespacedPod({name: 'broken', namespace: f.ns})
-      expect(pod.status?.phase).toBe('Failed')
+      // The sync that finds the container ended writes it with the phase held while the sandbox is still there (the
+      // kubelet's stages, kubectl-status-stages.test.ts); Failed follows once the sandbox is gone.
+      const phase = await waitFor(
+        async () => {
+          const p = (await f.c.core.readNamespacedPod({name: 'broken', namespace: f.ns})).status?.phase
+          return p === 'Pending' ? undefined : p
+        },
+        'the phase after the held one',
+        10_000,
+      )
+      expect(phase).toBe('Failed')
       const events = await kubectl(['get', 'events', '-n', f.ns, '--field-selector', 'involvedObject.name=broken,reason=Failed', '-o', 'jsonpath={.items[*].message}'])
       expect(events.stdout).toContain(`Error: failed to start container process: bwrap: Can't find source path ${missing}`)
       // The same node starts the next pod as ever.
