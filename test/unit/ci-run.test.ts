@@ -9,7 +9,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'vnode-ci-'))
 afterAll(() => rmSync(tmp, {recursive: true, force: true}))
 
 /** Every prerequisite .ci/run checks for, stubbed: it must never install (or start) anything for real. */
-const Prerequisites = ['openssl', 'tmux', 'bwrap', 'nsenter', 'nginx', 'python3', 'iptables']
+const Prerequisites = ['openssl', 'tmux', 'bwrap', 'nsenter', 'nginx', 'python3', 'busybox', 'iptables']
 const CniPlugins = ['bridge', 'host-local', 'loopback', 'portmap']
 
 /** The host's PATH as symlinks in one directory, without the programs named: a host that lacks them. */
@@ -162,14 +162,19 @@ describe('.ci/run: the prerequisites', () => {
 
   test('python3 missing: apt-get installs the prerequisites with it, under a policy-rc.d that starts no service, removed after', async () => {
     const r = await runCi('no-python3', {report: jestReport(1, 0), exitCode: 0, lacking: ['python3']})
-    expect(r.aptGet).toEqual(['update -qq policy=yes', 'install -y -qq openssl tmux bubblewrap util-linux nginx python3 policy=yes'])
+    expect(r.aptGet).toEqual(['update -qq policy=yes', 'install -y -qq openssl tmux bubblewrap util-linux nginx python3 busybox-static policy=yes'])
     expect(r.policyLeft).toBe(false)
     expect(r.exitCode).toBe(0)
   })
 
   test('bwrap missing: the same install', async () => {
     const r = await runCi('no-bwrap', {report: jestReport(1, 0), exitCode: 0, lacking: ['bwrap']})
-    expect(r.aptGet).toEqual(['update -qq policy=yes', 'install -y -qq openssl tmux bubblewrap util-linux nginx python3 policy=yes'])
+    expect(r.aptGet).toEqual(['update -qq policy=yes', 'install -y -qq openssl tmux bubblewrap util-linux nginx python3 busybox-static policy=yes'])
+  })
+
+  test('busybox missing (a fresh Debian): the same install, busybox-static with it', async () => {
+    const r = await runCi('no-busybox', {report: jestReport(1, 0), exitCode: 0, lacking: ['busybox']})
+    expect(r.aptGet).toEqual(['update -qq policy=yes', 'install -y -qq openssl tmux bubblewrap util-linux nginx python3 busybox-static policy=yes'])
   })
 
   test("no CNI plugins, or no iptables: apt-get installs the pod network's packages", async () => {
