@@ -4,7 +4,7 @@ import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {basename, join} from 'node:path'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
-import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
+import {cniAdd, cniDel, cniDelWithNamespace, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
 import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {deleteNetns} from './netns.js'
@@ -96,7 +96,14 @@ export class PodNetwork {
       routes: opts.routes,
     }
     this.list = conflist(this.config)
-    this.entries = {dir: join(this.dir, 'pool'), cniPath: this.cniPath, chain: podIndependentChain(this.list), fullChain: this.list, ifName: PodInterface, ensureBridge: () => this.ensureBridge()}
+    this.entries = {
+      dir: join(this.dir, 'pool'),
+      cniPath: this.cniPath,
+      chain: podIndependentChain(this.list),
+      fullChain: this.list,
+      ifName: PodInterface,
+      ensureBridge: () => this.ensureBridge(),
+    }
     // A cap given is the user's; the default one leaves the node's pods their addresses.
     const sizing = new PoolSizing({...opts.pool, cap: opts.pool?.cap ?? poolCapFor(DefaultPoolCap, podCidr, opts.pool?.maxPods)})
     if (sizing.cap > 0) {
@@ -223,13 +230,22 @@ export class PodNetwork {
     }
   }
 
-  /** Gives the pod's address back and removes its veth, port mappings and namespace. */
+  /**
+   * Gives the pod's address back and removes its veth, port mappings and
+   * namespace: the plugins' failures are not the pod's (its record goes),
+   * a namespace left behind is.
+   */
   async detach(uid: string): Promise<void> {
     const rec = await this.readRecord(uid)
-    if (rec) {
-      await cniDel(podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
+    const netns = basename(rec?.netns ?? NetnsPrefix + uid)
+    if (!rec) {
+      await deleteNetns(netns)
+      return
     }
-    await deleteNetns(basename(rec?.netns ?? NetnsPrefix + uid))
+    let kept: unknown
+    const removeNamespace = () => deleteNetns(netns).catch((error: unknown) => void (kept = error))
+    await cniDelWithNamespace(podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result, removeNamespace, this.cniPath).catch(() => undefined)
+    if (kept) throw kept
     await rm(this.recordFile(uid), {force: true})
   }
 

@@ -2,7 +2,7 @@ import {randomBytes} from 'node:crypto'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {basename, join} from 'node:path'
-import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
+import {cniAdd, cniDel, cniDelWithNamespace, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
 import {addNetns, deleteNetns, netnsPath} from './netns.js'
 
 /**
@@ -102,10 +102,12 @@ export async function makeEntry(ctx: EntryContext): Promise<NetworkEntry> {
   }
 }
 
-/** The entry's address back, its veth and namespace removed (and port mappings a lease began), then its record. */
+/** The entry's address back, its veth and namespace removed (and port mappings a lease began), then its record; a namespace left behind keeps the record. */
 export async function destroyEntry(ctx: EntryContext, e: {id: string; netns: string; result?: CniResult; state?: EntryRecord['state']}): Promise<void> {
-  await cniDel(e.state === 'leasing' ? ctx.fullChain : ctx.chain, invocation(e.id, e.netns, ctx.ifName), e.result, ctx.cniPath).catch(() => undefined)
-  await deleteNetns(basename(e.netns))
+  let kept: unknown
+  const removeNamespace = () => deleteNetns(basename(e.netns)).catch((error: unknown) => void (kept = error))
+  await cniDelWithNamespace(e.state === 'leasing' ? ctx.fullChain : ctx.chain, invocation(e.id, e.netns, ctx.ifName), e.result, removeNamespace, ctx.cniPath).catch(() => undefined)
+  if (kept) throw kept
   await forgetEntry(ctx, e.id)
 }
 
