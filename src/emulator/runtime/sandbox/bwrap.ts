@@ -56,7 +56,8 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     [...overlaid.keys()],
     spec.rootLayer?.subMounts,
   )
-  const root = hostRootEntries().filter((e) => !topLinkIntoHidden(e.path, hidden))
+  // The listing says which entries are links: only those are resolved, not every entry lstat'ed again per start.
+  const root = hostRootEntries().filter((e) => e.kind !== 'symlink' || !linkIntoHidden(e.path, hidden))
   const args: string[] = [...rootEntries(root, new Set(['proc', 'dev', 'sys']), overlaid)]
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
@@ -168,8 +169,16 @@ function depth(p: string): number {
 function topLinkIntoHidden(p: string, hidden: string[]): boolean {
   if (dirname(p) !== '/' || p === '/') return false
   try {
-    if (!lstatSync(p).isSymbolicLink()) return false
-    const real = realpathSync(p)
+    return lstatSync(p).isSymbolicLink() && linkIntoHidden(p, hidden)
+  } catch {
+    return false
+  }
+}
+
+/** A symlink (known to be one) whose resolution lies in a hidden path; one that cannot be resolved does not. */
+function linkIntoHidden(link: string, hidden: string[]): boolean {
+  try {
+    const real = realpathSync(link)
     return hidden.some((h) => isWithin(h, real))
   } catch {
     return false
