@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
-import {execFileSync} from 'node:child_process'
-import {chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync} from 'node:fs'
+import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
+import {chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {bridgeName} from '../../src/emulator/runtime/network/config.js'
 import {DefaultCniPath} from '../../src/emulator/runtime/network/cni.js'
@@ -100,20 +100,40 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
     },
   )
 
-  testWhen(canRun, 'it needs root and the CNI plugins (containernetworking-plugins)')('a stopping node destroys its warm entries the same way', async () => {
+  testWhen(canRun, 'it needs root and the CNI plugins (containernetworking-plugins)')('a stopping node destroys its warm entries the same way, and returns once their veths are gone', async () => {
     const poolNode = uniqueName('teardown-pool')
+    const veths: string[] = []
     bridges.push(bridgeName(poolNode))
     const pooled = new PodNetwork({nodeName: poolNode, podCidr: freeCidr(), stateDir: join(dir, 'pool-state'), routes: [], cniPath, pool: {cap: 2, floor: 2}})
+    let holder: ChildProcess | undefined
+    let stopMs: number | undefined
     try {
       await pooled.startPool()
       await waitFor(() => pooled.poolFigures()?.ready === 2, 'two warm entries', 30_000, 50)
-      const entries = readdirSync(join(dir, 'pool-state', 'network', 'pool')).map((f) => JSON.parse(readFileSync(join(dir, 'pool-state', 'network', 'pool', f), 'utf8')) as {netns: string})
+      const entries = readdirSync(join(dir, 'pool-state', 'network', 'pool')).map(
+        (f) => JSON.parse(readFileSync(join(dir, 'pool-state', 'network', 'pool', f), 'utf8')) as {netns: string; result: {interfaces: Array<{name: string; sandbox?: string}>}},
+      )
       made.push(...entries.map((e) => e.netns.split('/').pop()!))
+      veths.push(...entries.map((e) => e.result.interfaces.find((i) => !i.sandbox && i.name !== bridgeName(poolNode))!.name))
+      expect(veths.every((v) => links().includes(v))).toBe(true)
+      // A process left in one entry's namespace keeps it, and its veth, after `ip netns del`, as a kernel's
+      // slow cleanup would: the stop waits until that veth is gone.
+      holder = spawn('nsenter', [`--net=${entries[0].netns}`, 'sleep', '30'], {stdio: 'ignore'})
+      const netnsInode = statSync(entries[0].netns).ino
+      await waitFor(() => readlinkSync(`/proc/${holder!.pid}/ns/net`) === `net:[${netnsInode}]`, 'the holder in the namespace', 10_000, 20)
+      const kill = setTimeout(() => holder!.kill('SIGKILL'), 1000)
       clearLog()
+      const t0 = Date.now()
+      await pooled.close()
+      stopMs = Date.now() - t0
+      clearTimeout(kill)
     } finally {
+      holder?.kill('SIGKILL')
       await pooled.close()
     }
     expect(calls()).toEqual(['host-local DEL', 'host-local DEL'])
+    expect(stopMs ?? 0).toBeGreaterThanOrEqual(900)
+    expect(links().filter((l) => veths.includes(l))).toEqual([])
     expect(made.filter(netnsExists)).toEqual([])
     expect(links()).not.toContain(bridgeName(poolNode))
     expect(existsSync(join(dir, 'pool-state', 'network'))).toBe(false)

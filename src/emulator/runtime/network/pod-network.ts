@@ -69,6 +69,22 @@ export interface PodNetworkOptions {
   log?: (line: string) => void
 }
 
+/** How long a stopping node waits for the veths of the namespaces it deleted to go (the kernel's cleanup of them). */
+export const DefaultVethsGoneWaitMs = 5_000
+const VethsGonePollMs = 20
+
+/**
+ * Until the bridge has no port left, or the wait is over: each veth the
+ * node made is a port of its bridge until the kernel's cleanup of its
+ * namespace removes it (cni.ts cniDelWithNamespace), so a node whose stop
+ * returns leaves none of them behind.
+ */
+async function bridgePortsGone(bridge: string, waitMs = DefaultVethsGoneWaitMs): Promise<void> {
+  const deadline = Date.now() + waitMs
+  const ports = () => readdir(join('/sys/class/net', bridge, 'brif')).catch(() => [] as string[])
+  while ((await ports()).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, VethsGonePollMs))
+}
+
 async function ip(args: string[]): Promise<{ok: boolean; stderr: string}> {
   const r = await execa('ip', args, {reject: false, stdin: 'ignore'})
   return {ok: r.exitCode === 0, stderr: String(r.stderr).trim()}
@@ -264,6 +280,7 @@ export class PodNetwork {
     await this.pool?.close()
     if ((await this.attachedUids()).length > 0) return
     if (existsSync(this.dir) || this.bridgeReady) {
+      await bridgePortsGone(this.config.bridge)
       await ip(['link', 'del', this.config.bridge])
       await rm(this.dir, {recursive: true, force: true})
       await removeHostportChainIfEmpty()
