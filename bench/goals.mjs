@@ -216,6 +216,10 @@ export function judge(rows, notes = [], size = FullSizes) {
       const why = reasons.length > 0 ? reasons.join('; ') : aborted.length > 0 ? aborted.join('; ') : 'its scenario was not in this run'
       return {scenario: 'goal', metric: g.name, value: 'not measured', unit: `no ${figures.join(', ')}: ${why}`}
     }
+    // A ratio is judged from its two figures (needs: ratio, then the numerator, then the denominator), not from its row,
+    // which is rounded to two decimals: 4417 ms against 14506 ms is 0.305x, not the 0.3x of its row.
+    const [first, num, den] = Object.keys(g.needs)
+    if (first === 'ratio' && num && den && f[den] > 0) f.ratio = Math.round((f[num] / f[den]) * 1000) / 1000
     // Figures a goal shows when the run has them, never judged: a burst's first round (cold) beside the median.
     for (const [k, [s, m]] of Object.entries(g.also ?? {})) f[k] = get(s, m)
     const met = g.met(f)

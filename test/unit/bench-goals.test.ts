@@ -19,20 +19,31 @@ describe('bench goals', () => {
   })
 
   test('met and missed follow the figures, and the text gives the figures it was judged on', () => {
-    const rows = (ratio: number): Row[] => [
-      {scenario: 'start-100', metric: 'p99/floor', value: ratio, unit: 'ratio'},
-      {scenario: 'start-100', metric: 'p99', value: 1200, unit: 'ms'},
+    const rows = (p99: number): Row[] => [
+      {scenario: 'start-100', metric: 'p99/floor', value: Math.round((p99 / 800) * 100) / 100, unit: 'ratio'},
+      {scenario: 'start-100', metric: 'p99', value: p99, unit: 'ms'},
       {scenario: 'floor-100', metric: 'p99', value: 800, unit: 'ms'},
     ]
-    const met = byName(judged(rows(1.5)), 'plain start p99 <= 1.5x the floor')
+    const met = byName(judged(rows(1200)), 'plain start p99 <= 1.5x the floor')
     expect(met).toEqual({scenario: 'goal', metric: 'plain start p99 <= 1.5x the floor (100 pods, same run)', value: 'met', unit: "1.5x: p99 1200 ms against the floor's 800 ms"})
-    const missed = byName(judged(rows(1.51)), 'plain start p99 <= 1.5x the floor')
+    const missed = byName(judged(rows(1208)), 'plain start p99 <= 1.5x the floor')
     expect(missed.value).toBe('missed')
-    expect(missed.unit).toMatch(/^1\.51x: p99 1200 ms against the floor's 800 ms: /)
+    expect(missed.unit).toMatch(/^1\.51x: p99 1208 ms against the floor's 800 ms: /)
     // The absolute goal says whether the floor itself is under it, from the figures.
-    expect(byName(judged(rows(1.5)), 'plain start p99 <= 1 s').unit).toMatch(/the floor's p99 is 800 ms: the rest is vnode's$/)
-    const slowFloor = rows(1.5).map((r) => (r.scenario === 'floor-100' ? {...r, value: 1100} : r))
+    expect(byName(judged(rows(1200)), 'plain start p99 <= 1 s').unit).toMatch(/the floor's p99 is 800 ms: the rest is vnode's$/)
+    const slowFloor = rows(1200).map((r) => (r.scenario === 'floor-100' ? {...r, value: 1100} : r))
     expect(byName(judged(slowFloor), 'plain start p99 <= 1 s').unit).toMatch(/the floor's own p99 is 1100 ms on this machine/)
+  })
+
+  test('a ratio is judged from its two figures, not from its row rounded to two decimals', () => {
+    const rows: Row[] = [
+      {scenario: 'kubelet-delete-burst-100-vnode-default', metric: 'p99/kubelet', value: 0.3, unit: 'ratio'},
+      {scenario: 'kubelet-delete-burst-100-vnode-default', metric: 'p99', value: 4417.07, unit: 'ms'},
+      {scenario: 'kubelet-delete-burst-100', metric: 'p99', value: 14505.93, unit: 'ms'},
+    ]
+    const goal = byName(judged(rows), 'the node as users run it: delete burst p99 <= 0.3x')
+    expect(goal.value).toBe('missed')
+    expect(goal.unit).toMatch(/^0\.305x: p99 4417 ms against the kubelet's 14506 ms: /)
   })
 
   test("the default node's start goals show the first (cold) round beside the median where the run has it, and judge the median only", () => {
