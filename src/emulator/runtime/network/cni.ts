@@ -93,23 +93,6 @@ export async function cniAdd(list: CniConfList, inv: CniInvocation, cniPath = De
 }
 
 /**
- * DEL through every plugin, last first. Every plugin is called even when
- * one fails (a half-made attachment must still give its lease back); the
- * first error is thrown at the end.
- */
-export async function cniDel(list: CniConfList, inv: CniInvocation, prevResult?: CniResult, cniPath = DefaultCniPath): Promise<void> {
-  let first: unknown
-  for (const p of [...list.plugins].reverse()) {
-    try {
-      await runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv)
-    } catch (error) {
-      first ??= error
-    }
-  }
-  if (first) throw first
-}
-
-/**
  * The IPAM plugin of a bridge whose DEL would only delete its veth and then
  * call that IPAM plugin (no ipMasq rules, no MAC spoof check to remove):
  * the bridge plugin's own DEL is then a program start that does nothing the
@@ -123,12 +106,13 @@ function ipamOfVethOnlyBridge(p: CniConfList['plugins'][number]): string | undef
 
 /**
  * DEL through every plugin, last first, for an attachment whose network
- * namespace is deleted with it (`removeNamespace`). A bridge that holds
- * nothing but its veth and its address (ipamOfVethOnlyBridge) is not run:
- * its veth goes with the namespace, and its address is given back by its
- * IPAM plugin, run as the bridge runs it (given the bridge's conf), after
- * the namespace. One program per pod instead of two on a stop: a burst of
- * deletions spent most of vnode's event loop starting plugins.
+ * namespace is deleted with it (`removeNamespace`, in the chain's place of
+ * the bridge). A bridge that holds nothing but its veth and its address
+ * (ipamOfVethOnlyBridge) is not run: its veth goes with the namespace, and
+ * its address is given back by its IPAM plugin, run as the bridge runs it
+ * (given the bridge's conf), after the namespace. One program per pod
+ * instead of two on a stop: a burst of deletions spent most of vnode's
+ * event loop starting plugins.
  *
  * The namespace's interfaces go when the kernel's cleanup of it runs,
  * shortly after, for many namespaces at once (the bridge plugin deletes its
@@ -138,9 +122,10 @@ function ipamOfVethOnlyBridge(p: CniConfList['plugins'][number]): string | undef
  * range, so it is leased again only once that turn comes round to it,
  * after every free address ahead of it.
  *
- * Every step runs even when one fails; the first error is thrown at the end.
+ * Every step runs even when one fails (a half-made attachment must still
+ * give its lease back); the first error is thrown at the end.
  */
-export async function cniDelWithNamespace(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): Promise<void> {
+export async function cniDel(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): Promise<void> {
   let first: unknown
   const step = async (f: () => Promise<unknown>) => {
     try {

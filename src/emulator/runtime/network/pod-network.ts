@@ -1,17 +1,17 @@
 import {execa} from 'execa'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
-import {basename, join} from 'node:path'
+import {join} from 'node:path'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
-import {cniAdd, cniDel, cniDelWithNamespace, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
+import {cniAdd, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
 import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {deleteNetns} from './netns.js'
 
 /** Where the pods' and the pool's network namespaces are held (sandbox/mount-base.ts keeps them out of every sandbox). */
 export {NetnsDir} from './netns.js'
-import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries} from './pool-entries.js'
+import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries, removeNetwork} from './pool-entries.js'
 import {DefaultPoolCap, poolCapFor, PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
 import {SandboxPool} from './sandbox-pool.js'
 
@@ -76,7 +76,7 @@ const VethsGonePollMs = 20
 /**
  * Until the bridge has no port left, or the wait is over: each veth the
  * node made is a port of its bridge until the kernel's cleanup of its
- * namespace removes it (cni.ts cniDelWithNamespace), so a node whose stop
+ * namespace removes it (cni.ts cniDel), so a node whose stop
  * returns leaves none of them behind.
  */
 async function bridgePortsGone(bridge: string, waitMs = DefaultVethsGoneWaitMs): Promise<void> {
@@ -221,8 +221,7 @@ export class PodNetwork {
       await rename(tmp, this.recordFile(req.uid))
     } catch (error) {
       // The entry is not given back: what a failed step left in it is unknown. The pool makes a new one.
-      await cniDel(podChain(this.list, req.portMappings), this.invocation(rec, PodInterface), rec.result, this.cniPath).catch(() => undefined)
-      await deleteNetns(basename(entry.netns)).catch(() => undefined)
+      await removeNetwork(this.cniPath, podChain(this.list, req.portMappings), this.invocation(rec, PodInterface), rec.result).catch(() => undefined)
       await rm(this.recordFile(req.uid), {force: true})
       if (leased) await forgetEntry(this.entries, leased.id)
       throw error
@@ -253,15 +252,8 @@ export class PodNetwork {
    */
   async detach(uid: string): Promise<void> {
     const rec = await this.readRecord(uid)
-    const netns = basename(rec?.netns ?? NetnsPrefix + uid)
-    if (!rec) {
-      await deleteNetns(netns)
-      return
-    }
-    let kept: unknown
-    const removeNamespace = () => deleteNetns(netns).catch((error: unknown) => void (kept = error))
-    await cniDelWithNamespace(podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result, removeNamespace, this.cniPath).catch(() => undefined)
-    if (kept) throw kept
+    if (rec) await removeNetwork(this.cniPath, podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result)
+    else await deleteNetns(NetnsPrefix + uid)
     await rm(this.recordFile(uid), {force: true})
   }
 

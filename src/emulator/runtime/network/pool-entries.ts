@@ -2,7 +2,7 @@ import {randomBytes} from 'node:crypto'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {basename, join} from 'node:path'
-import {cniAdd, cniDel, cniDelWithNamespace, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
+import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
 import {addNetns, deleteNetns, netnsPath} from './netns.js'
 
 /**
@@ -81,10 +81,22 @@ export async function makeNetwork(ctx: Omit<EntryContext, 'dir'>, id: string, ne
     if (!ip) throw new Error('the CNI result has no address')
     return {id, netns, ip, result}
   } catch (error) {
-    await cniDel(ctx.chain, invocation(id, netns, ctx.ifName), undefined, ctx.cniPath).catch(() => undefined)
-    await deleteNetns(netnsName).catch(() => undefined)
+    await removeNetwork(ctx.cniPath, ctx.chain, invocation(id, netns, ctx.ifName), undefined).catch(() => undefined)
     throw error
   }
+}
+
+/**
+ * Undoes makeNetwork (and the port mappings a pod added to it): the
+ * chain's DEL with the namespace deleted in it (cni.ts cniDel). What the
+ * plugins fail to remove is not thrown, as nothing more can be done with
+ * it; a namespace left behind is, and keeps its caller's record.
+ */
+export async function removeNetwork(cniPath: string, chain: CniConfList, inv: CniInvocation, result: CniResult | undefined): Promise<void> {
+  let kept: unknown
+  const removeNamespace = () => deleteNetns(basename(inv.netns)).catch((error: unknown) => void (kept = error))
+  await cniDel(chain, inv, result, removeNamespace, cniPath).catch(() => undefined)
+  if (kept) throw kept
 }
 
 /** A new pool entry, recorded before it is made and marked ready once whole. */
@@ -104,10 +116,7 @@ export async function makeEntry(ctx: EntryContext): Promise<NetworkEntry> {
 
 /** The entry's address back, its veth and namespace removed (and port mappings a lease began), then its record; a namespace left behind keeps the record. */
 export async function destroyEntry(ctx: EntryContext, e: {id: string; netns: string; result?: CniResult; state?: EntryRecord['state']}): Promise<void> {
-  let kept: unknown
-  const removeNamespace = () => deleteNetns(basename(e.netns)).catch((error: unknown) => void (kept = error))
-  await cniDelWithNamespace(e.state === 'leasing' ? ctx.fullChain : ctx.chain, invocation(e.id, e.netns, ctx.ifName), e.result, removeNamespace, ctx.cniPath).catch(() => undefined)
-  if (kept) throw kept
+  await removeNetwork(ctx.cniPath, e.state === 'leasing' ? ctx.fullChain : ctx.chain, invocation(e.id, e.netns, ctx.ifName), e.result)
   await forgetEntry(ctx, e.id)
 }
 
