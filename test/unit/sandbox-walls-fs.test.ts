@@ -91,6 +91,9 @@ describe('the writable layer', () => {
         {path: '/usr', merged: join(dir, 'merged', 'usr')},
         {path: '/tmp', merged: join(dir, 'mounts', 'tmp', 'merged')},
       ])
+      // The overlay of / is the view's root; /tmp, a mount of its own, is bound over it.
+      expect(layer.root).toBe(join(dir, 'merged'))
+      expect(layer.topMounts).toEqual(['/tmp'])
       // What the instance writes in either counts toward its ephemeral storage.
       writeFileSync(join(dir, 'mounts', 'tmp', 'upper', 'f'), 'x')
       expect(layerWrittenDirs(dir)).toEqual([join(dir, 'upper'), join(dir, 'mounts')])
@@ -167,7 +170,7 @@ describe('the writable layer', () => {
   })
 
   test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point', () => {
-    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: []}
+    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: [], topMounts: []}
     const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: '/opt/vnode-missing/x', readOnly: false}], hide: [], rootLayer: layer}, {cwd: '/', block: false})
     const idx = args.findIndex((a, i) => a === '--bind' && args[i + 1] === '/l/merged/opt' && args[i + 2] === '/opt')
     expect(idx).toBeGreaterThanOrEqual(0)
@@ -178,6 +181,33 @@ describe('the writable layer', () => {
     expect(plain.filter((a, i) => a === '--bind' && plain[i + 1] !== undefined)).toEqual([])
   })
 
+  test('as root, the overlay of / is bound as the root in one bind; over it only the top-level host mounts: their own overlay, or read-only', () => {
+    const layer = {
+      dir: '/l',
+      mounts: [],
+      mode: 'root' as const,
+      root: '/l/merged',
+      overlays: [
+        {path: '/usr', merged: '/l/merged/usr'},
+        {path: '/opt', merged: '/l/mounts/opt/merged'},
+      ],
+      subMounts: [],
+      topMounts: ['/opt', '/usr'],
+    }
+    const args = bwrapArgs({hostname: 'h', binds: [], hide: [], rootLayer: layer}, {cwd: '/', block: false})
+    expect(args.slice(0, 3)).toEqual(['--bind', '/l/merged', '/'])
+    const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
+    expect(at('--bind', '/l/mounts/opt/merged', '/opt')).toBeGreaterThan(0)
+    // /usr is in the overlay of / (a top mount listed or not): not bound again; nothing of / is bound read-only but the mounts listed.
+    expect(at('--bind', '/l/merged/usr', '/usr')).toBe(-1)
+    expect(at('--ro-bind', '/usr', '/usr')).toBe(-1)
+    expect(args.filter((a, i) => a === '--ro-bind' && args[i + 1] === args[i + 2] && args[i + 1] !== '/sys')).toEqual([])
+    expect(args).not.toContain('--symlink')
+    // A top-level host mount with no overlay of its own (as /etc would be) is bound read-only over the overlay.
+    const withMount = bwrapArgs({hostname: 'h', binds: [], hide: [], rootLayer: {...layer, topMounts: [...layer.topMounts, '/etc']}}, {cwd: '/', block: false})
+    expect(withMount.findIndex((_, i) => withMount[i] === '--ro-bind' && withMount[i + 1] === '/etc' && withMount[i + 2] === '/etc')).toBeGreaterThan(0)
+  })
+
   test("a host mount below an overlaid directory is bound back read-only over the overlay (not when hidden); a mount point in it is made on a shadow, not in the host's mount", () => {
     const root = mkdtempSync(join(tmpdir(), 'submount-'))
     try {
@@ -185,7 +215,7 @@ describe('the writable layer', () => {
       const secret = join(root, 'state')
       mkdirSync(sub)
       mkdirSync(join(secret, 'mnt'), {recursive: true})
-      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')]}
+      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')], topMounts: []}
       const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: join(sub, 'missing', 'x'), readOnly: false}], hide: [secret], rootLayer: layer}, {cwd: '/', block: false})
       const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
       expect(at('--bind', '/l/merged/tmp', '/tmp')).toBeGreaterThanOrEqual(0)

@@ -8,12 +8,19 @@ import type {ContainerSandboxSpec} from './spec.js'
 /**
  * The bubblewrap command line of a sandboxed container.
  *
- * bwrap starts from an empty tmpfs as the new root. Every top-level entry
- * of the host's root is bound back in, so the container sees the host's
- * filesystem, never writable: a directory the instance's writable layer
- * covers (root-layer.ts) is bound from its overlay, with the host's mounts
- * below it bound back read-only, every other entry read-only; /proc and
- * /dev are its own. A mount point that does not exist
+ * The container sees the host's filesystem, never writable. As root, with
+ * a writable layer (root-layer.ts), the overlay of `/` is bound as the
+ * view's root, and over it what that overlay does not show: the top-level
+ * entries that are host mounts of their own (their own overlay, or
+ * read-only). Otherwise bwrap starts from an empty tmpfs as the new root
+ * and every top-level entry of the host's root is bound back in: a
+ * directory the instance's writable layer covers from its overlay, every
+ * other entry read-only. Either way the host's mounts below an overlaid
+ * directory are bound back read-only, and /proc, /dev and /sys are the
+ * sandbox's own. One bind of the root instead of one per top-level entry
+ * matters: bwrap reads the whole mount table after each bind, so a start's
+ * setup grows with the square of its mounts (about 7.2 against 4.6 ms of
+ * CPU per start on a host with 25 top-level entries). A mount point that does not exist
  * on the host is made in the overlay when a layer covers it; elsewhere it
  * must never be created on the host (bwrap would mkdir it through the
  * bind, or fail on a read-only one): the host directory that would receive
@@ -57,8 +64,12 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
     spec.rootLayer?.subMounts,
   )
   // The listing says which entries are links: only those are resolved, not every entry lstat'ed again per start.
-  const root = hostRootEntries().filter((e) => e.kind !== 'symlink' || !linkIntoHidden(e.path, hidden))
-  const args: string[] = [...rootEntries(root, new Set(['proc', 'dev', 'sys']), overlaid)]
+  const listed = hostRootEntries()
+  const root = listed.filter((e) => e.kind !== 'symlink' || !linkIntoHidden(e.path, hidden))
+  const layer = spec.rootLayer
+  // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
+  const args: string[] =
+    layer?.root && root.length === listed.length ? ['--bind', layer.root, '/', ...overRootOverlay(root, layer.root, layer.topMounts, overlaid)] : rootEntries(root, OwnTopLevelNames, overlaid)
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
@@ -76,6 +87,29 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   args.push(...namespaceArgs(spec, PidNamespaceFd), '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
   if (opts.block) args.push('--block-fd', String(BlockFd))
   return args
+}
+
+/** Top-level directories the sandbox makes its own (bwrap's /proc, /dev and the read-only /sys), never bound from the host's. */
+const OwnTopLevelNames = new Set(['proc', 'dev', 'sys'])
+
+/**
+ * What is bound over the overlay of `/` bound as the view's root: the
+ * top-level entries that are host mounts of their own, which the overlay
+ * does not show (it shows the root filesystem only): an overlay of their
+ * own when they have one, read-only otherwise. Everything else of `/` is
+ * the overlay's already.
+ */
+function overRootOverlay(entries: DirEntry[], rootOverlay: string, topMounts: string[], overlaid: Map<string, string>): string[] {
+  const mounted = new Set(topMounts)
+  const out: string[] = []
+  for (const e of entries) {
+    if (OwnTopLevelNames.has(e.name)) continue
+    const merged = overlaid.get(e.path)
+    if (merged !== undefined && isWithin(rootOverlay, merged)) continue
+    if (merged !== undefined) out.push('--bind', merged, e.path)
+    else if (mounted.has(e.path)) out.push(e.kind === 'dir' || e.kind === 'file' ? '--ro-bind' : '--ro-bind-try', e.path, e.path)
+  }
+  return out
 }
 
 /** What a hidden file is replaced by when the spec names no empty file of its own. */

@@ -11,7 +11,8 @@ import {parseMountinfo, readMountinfo} from './mountinfo.js'
  * kernel overlays (lower: the host's, read-only; upper and work: the
  * instance's, in the pod's state dir; see prepareRootLayer for which),
  * mounted in a mount namespace of the instance's own just before
- * bwrap starts, which binds each at its place. Nothing is mounted in the
+ * bwrap starts, which binds them into the view (as root, the overlay of
+ * `/` as the view's root: bwrap.ts). Nothing is mounted in the
  * host's namespace: the overlays go when the instance's last process does,
  * and its upper directory is removed when the next instance starts.
  *
@@ -66,6 +67,14 @@ export interface RootLayer {
   /** With several mounts, the fstab that mounts them all in one `mount -a`. */
   fstab?: string
   mode: LayerMode
+  /**
+   * As root: the overlay of `/` itself (merged/), which a start can bind as
+   * the view's root in one bind, where binding each top-level directory
+   * from it takes one each (bwrap.ts).
+   */
+  root?: string
+  /** The top-level entries of `/` that are host mounts of their own: the overlay of `/` shows what lies under them, so they are bound over it. */
+  topMounts: string[]
 }
 
 export class RootLayerError extends Error {}
@@ -137,6 +146,7 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
   const subMounts = topmostBelow(safe, mountPoints)
   const ownMount = new Set(mountPoints)
   const onRoot = mode === 'root' ? safe.filter((path) => !ownMount.has(path)) : []
+  const root = onRoot.length > 0 ? join(dir, 'merged') : undefined
   if (onRoot.length > 0) {
     planned.push({base: dir, lower: '/'})
     for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1))})
@@ -153,7 +163,8 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
     fstab = join(dir, 'fstab')
     await writeFile(fstab, mounts.map((m) => `overlay ${m.target} overlay ${m.options} 0 0\n`).join(''), {mode: 0o600})
   }
-  return {dir, overlays, subMounts, mounts, ...(fstab ? {fstab} : {}), mode}
+  const topMounts = [...ownMount].filter((m) => m !== '/' && dirname(m) === '/' && !OwnTopLevel.has(m.slice(1))).sort()
+  return {dir, overlays, subMounts, mounts, ...(fstab ? {fstab} : {}), mode, ...(root ? {root} : {}), topMounts}
 }
 
 /**
