@@ -2,7 +2,7 @@ import {afterEach, describe, expect, test} from '@jest/globals'
 import {spawn, type ChildProcess} from 'node:child_process'
 import {copyFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {waitForProgram} from '../../src/emulator/runtime/process/sandboxed-start.js'
+import {DefaultLookBeforeBoundaryMs, nextLookDelay, waitForProgram} from '../../src/emulator/runtime/process/sandboxed-start.js'
 import {tempDir} from './temp-dirs.js'
 
 /**
@@ -39,6 +39,17 @@ describe('waitForProgram: an exec enters a sandbox only once it is set up', () =
     await waitForProgram(pid)
     expect(Date.now() - started).toBeGreaterThanOrEqual(5_900)
   }, 15_000)
+
+  test("one look is taken just before each boundary of the look period (the relist's), where the back-off's would come after it", () => {
+    const before = DefaultLookBeforeBoundaryMs
+    // 200 ms before a boundary the back-off's 100 ms stands; 120 ms before, the look comes `before` ms ahead of it.
+    expect(nextLookDelay(10_800, 100, 1000)).toBe(100)
+    expect(nextLookDelay(10_880, 100, 1000)).toBe(120 - before)
+    expect(nextLookDelay(10_880, 5, 1000)).toBe(5)
+    // In the last stretch (the look is done), and without a period, the back-off's.
+    expect(nextLookDelay(11_000 - before + 5, 100, 1000)).toBe(100)
+    expect(nextLookDelay(10_880, 100)).toBe(100)
+  })
 
   test('a process that is gone needs no wait', async () => {
     const child = spawn('/usr/bin/true', [], {stdio: 'ignore'})

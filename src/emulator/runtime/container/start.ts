@@ -111,6 +111,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       tty: c.spec.tty === true,
       sandbox: config.view && withMountBase(config.view, deps.mountBase?.(config.view.binds)),
       clock: host.clock,
+      lookPeriodMs: deps.sync.relistPeriodMs,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
       // (process/placed-argv.ts), else it is placed right after its spawn.
       cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,

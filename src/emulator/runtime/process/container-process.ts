@@ -28,6 +28,8 @@ export class ContainerProcess {
   exit: ExitInfo | undefined
   private mainExited = false
   private enteredOnce: Promise<void> | undefined
+  /** A sandboxed start's look period for its program (SpawnSpec.lookPeriodMs). */
+  private lookPeriodMs: number | undefined
   private readonly outputListeners = new Set<OutputListener>()
 
   private constructor(
@@ -191,6 +193,7 @@ export class ContainerProcess {
       spec.clock,
     )
     proc.terminal = term
+    proc.lookPeriodMs = spec.lookPeriodMs
     return proc
   }
 
@@ -238,6 +241,7 @@ export class ContainerProcess {
       spec.clock,
     )
     proc.terminal = term
+    proc.lookPeriodMs = spec.lookPeriodMs
     return proc
   }
 
@@ -266,7 +270,23 @@ export class ContainerProcess {
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
     const rawExit = sandboxExit(started)
-    return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid, spec.clock)
+    const proc = new ContainerProcess(
+      pid,
+      readStat(pid)?.startTime ?? 0,
+      startedAt,
+      rawExit,
+      readers,
+      log,
+      spec.env,
+      spec.cwd,
+      pipes,
+      started.stdin,
+      sandboxedProcess(sandbox),
+      monitor.pid,
+      spec.clock,
+    )
+    proc.lookPeriodMs = spec.lookPeriodMs
+    return proc
   }
 
   /**
@@ -296,7 +316,7 @@ export class ContainerProcess {
    */
   entered(): Promise<void> {
     if (!this.sandboxed) return Promise.resolve()
-    return (this.enteredOnce ??= waitForProgram(this.pid))
+    return (this.enteredOnce ??= waitForProgram(this.pid, undefined, this.lookPeriodMs))
   }
 
   /** The argv prefix that runs a program in this container's namespaces; empty for a bare host process. */

@@ -37,6 +37,12 @@ export interface SpawnSpec {
   cgroupProcs?: string[]
   /** The runtime's clock, for the instance's start and finish times; the real one by default. */
   clock?: Clock
+  /**
+   * In a sandbox: the period whose boundaries its program's start is looked
+   * for just before (the relist's: a start seen after a relist is reported a
+   * whole period later), besides the setup wait's back-off (sandboxed-start.ts).
+   */
+  lookPeriodMs?: number
 }
 
 export type OutputStream = 'stdout' | 'stderr'

@@ -17,6 +17,13 @@ export const DefaultSandboxSetupWaitMs = 60_000
 /** How often it looks: soon at first (a setup takes milliseconds), less often once it takes longer. */
 export const DefaultSandboxSetupPollMs = 5
 export const MaxSandboxSetupPollMs = 100
+/**
+ * How long before each boundary of the look period (the relist's) one more
+ * look is taken: a start is reported at the first relist after its program
+ * was seen running, so a program that ran just before a relist but was seen
+ * just after it would be reported a whole period late.
+ */
+export const DefaultLookBeforeBoundaryMs = 30
 
 /** bwrap's exit status when it fails itself (its die()). */
 export const BwrapFailureExitCode = 1
@@ -64,7 +71,7 @@ export function sandboxedProcess(sandbox: ContainerSandboxSpec): SandboxedProces
  * lives (bwrap in a user namespace of its own may refuse it for a moment) is
  * not an end: only a process that is gone or a zombie is.
  */
-export async function waitForProgram(pid: number, waitMs = DefaultSandboxSetupWaitMs): Promise<void> {
+export async function waitForProgram(pid: number, waitMs = DefaultSandboxSetupWaitMs, lookPeriodMs?: number): Promise<void> {
   const deadline = Date.now() + waitMs
   let pollMs = DefaultSandboxSetupPollMs
   while (Date.now() < deadline) {
@@ -74,7 +81,19 @@ export async function waitForProgram(pid: number, waitMs = DefaultSandboxSetupWa
       const s = readStat(pid)
       if (!s || s.state === 'Z' || s.state === 'X') return
     }
-    await new Promise((r) => setTimeout(r, pollMs))
+    await new Promise((r) => setTimeout(r, nextLookDelay(Date.now(), pollMs, lookPeriodMs)))
     pollMs = Math.min(MaxSandboxSetupPollMs, pollMs * 2)
   }
+}
+
+/**
+ * The wait before the next look: the back-off's, or less, to look once just
+ * before the next boundary of `lookPeriodMs` (epoch multiples, as relists
+ * tick) when that comes sooner. Within that last stretch before a boundary
+ * the back-off's wait stands: the look there is done.
+ */
+export function nextLookDelay(now: number, pollMs: number, lookPeriodMs?: number, beforeMs = DefaultLookBeforeBoundaryMs): number {
+  if (!lookPeriodMs || lookPeriodMs <= beforeMs) return pollMs
+  const look = Math.floor(now / lookPeriodMs) * lookPeriodMs + lookPeriodMs - beforeMs
+  return now < look ? Math.min(pollMs, look - now) : pollMs
 }
