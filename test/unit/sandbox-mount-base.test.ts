@@ -1,5 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {bindsLackedDir, mountsSignature, nsfsDirs} from '../../src/emulator/runtime/sandbox/mount-base.js'
+import {DefaultMountTableReuseMs, parseMountinfo, recentMountTable} from '../../src/emulator/runtime/sandbox/mountinfo.js'
 
 describe('the mount base sandboxes start from', () => {
   const info = [
@@ -35,5 +36,16 @@ describe('the mount base sandboxes start from', () => {
     expect(mountsSignature(lines.filter((l) => !l.includes(' /tmp ')).join('\n'))).not.toBe(base)
     expect(mountsSignature(lines.filter((l) => !l.startsWith('30 ')).join('\n'))).not.toBe(base)
     expect(mountsSignature(lines.join('\n'))).toContain('/tmp tmpfs tmpfs')
+  })
+
+  test('one read of the mount table serves the starts of the next 50 ms, parsed once; an older one, or one from a clock that went back, is read again', () => {
+    const t = 1_000_000
+    const first = recentMountTable(t)
+    expect(first.entries).toEqual(parseMountinfo(first.text))
+    expect(first.entries.map((m) => m.point)).toContain('/')
+    expect(recentMountTable(t + DefaultMountTableReuseMs - 1)).toBe(first)
+    const later = recentMountTable(t + DefaultMountTableReuseMs)
+    expect(later).not.toBe(first)
+    expect(recentMountTable(t)).not.toBe(later)
   })
 })

@@ -3,7 +3,7 @@ import {dirname} from 'node:path'
 import {createInterface} from 'node:readline'
 import {isWithin} from '../../../common/paths.js'
 import {hostProgram} from '../process/host-programs.js'
-import {parseMountinfo, readMountinfo} from './mountinfo.js'
+import {parseMountinfo, readMountinfo, recentMountTable, type MountEntry, type MountTable} from './mountinfo.js'
 import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
 
 /**
@@ -62,8 +62,8 @@ export function nsfsDirs(mountinfo: string, netnsDir: string): string[] {
  * (mountinfo's), the network namespaces' files left out. A base whose
  * signature is not the host's now is stale.
  */
-export function mountsSignature(mountinfo: string): string {
-  return parseMountinfo(mountinfo)
+export function mountsSignature(mountinfo: string | MountEntry[]): string {
+  return (typeof mountinfo === 'string' ? parseMountinfo(mountinfo) : mountinfo)
     .filter((m) => m.fsType !== 'nsfs')
     .map((m) => `${m.point} ${m.fsType} ${m.source}`)
     .sort()
@@ -115,7 +115,7 @@ export class SandboxMountBase {
    */
   pathFor(binds: readonly {source: string}[]): string | undefined {
     const h = this.current
-    if (!h || h.exited || this.stale(h, readMountinfo())) {
+    if (!h || h.exited || this.stale(h, recentMountTable())) {
       this.remake()
       return undefined
     }
@@ -123,8 +123,8 @@ export class SandboxMountBase {
   }
 
   /** Whether the host's mounts are no longer those the holder copied; a table the same as the last one read is not parsed again. */
-  private stale(h: Holder, mountinfo: string): boolean {
-    if (mountinfo !== this.lastRead.text) this.lastRead = {text: mountinfo, signature: mountsSignature(mountinfo)}
+  private stale(h: Holder, table: MountTable): boolean {
+    if (table.text !== this.lastRead.text) this.lastRead = {text: table.text, signature: mountsSignature(table.entries)}
     return this.lastRead.signature !== h.signature
   }
 

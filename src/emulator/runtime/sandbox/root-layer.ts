@@ -4,7 +4,7 @@ import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
 import {hostRootEntries} from './host-root.js'
-import {parseMountinfo, readMountinfo} from './mountinfo.js'
+import {parseMountinfo, recentMountTable} from './mountinfo.js'
 
 /**
  * A container instance's writable layer over the host's root filesystem:
@@ -107,9 +107,9 @@ function under(dir: string, p: string): boolean {
   return p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
 }
 
-/** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone). */
-export function readMountPoints(text = readMountinfo()): string[] {
-  return parseMountinfo(text).map((m) => m.point)
+/** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone): of the given table's text, or of a recent read. */
+export function readMountPoints(text?: string): string[] {
+  return (text === undefined ? recentMountTable().entries : parseMountinfo(text)).map((m) => m.point)
 }
 
 /** Characters an overlay option or an fstab field cannot carry unescaped. */
