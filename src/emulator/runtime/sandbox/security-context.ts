@@ -55,15 +55,24 @@ export function maskArgs(spec: ContainerSandboxSpec): string[] {
   return out
 }
 
-/** /proc entries belong to the sandbox's new /proc, of the same kernel: the host's answer holds (a kernel may lack some: nothing to mask). */
+/**
+ * /proc entries belong to the sandbox's new /proc, of the same kernel: the host's answer holds (a kernel may lack some:
+ * nothing to mask), and holds while vnode runs, so each of the fixed masked paths is looked at once, not at every start.
+ */
 function kindOf(p: string): 'file' | 'dir' | undefined {
+  if (maskedKinds.has(p)) return maskedKinds.get(p)
+  let kind: 'file' | 'dir' | undefined
   try {
-    const st = lstatSync(p)
-    return st.isDirectory() ? 'dir' : 'file'
+    kind = lstatSync(p).isDirectory() ? 'dir' : 'file'
   } catch {
-    return undefined
+    kind = undefined
   }
+  maskedKinds.set(p, kind)
+  return kind
 }
+
+/** What each masked path is on this kernel (at most one entry per path of MaskedProcFiles and MaskedDirs). */
+const maskedKinds = new Map<string, 'file' | 'dir' | undefined>()
 
 /**
  * setpriv's argv for an identity: run before the container's program,
