@@ -1,9 +1,10 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {existsSync, mkdirSync, readFileSync} from 'node:fs'
+import {existsSync, mkdirSync} from 'node:fs'
 import {join} from 'node:path'
 import {freePort} from '../../src/common/ports.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
+import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** A container that exits 1 the first time (so it has a restart), then serves a port and logs a numbered line every 100 ms. */
 function crashOnceThenServe(marker: string, flag: string, port: number): string {
@@ -51,7 +52,7 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
     expect(keepPids).toHaveLength(1)
     expect(lostPids).toHaveLength(1)
     const goneSandbox = join(first.stateDir, 'pods', goneBefore.metadata!.uid!)
-    expect(existsSync(join(goneSandbox, 'record.json'))).toBe(true)
+    expect(readPodRecord(goneSandbox)).toBeDefined()
     await waitFor(async () => lineNumbers((await kubectl(['logs', '-n', ns, 'keep'])).stdout).length >= 5, 'a few log lines')
 
     // vnode dies; its pods do not.
@@ -106,7 +107,7 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
     // A normal exit terminates every pod: nothing of ours is left in the process table.
     expect(await second.stop()).toBe(0)
     for (const p of ['keep', 'lost', 'gone', 'done']) expect(await processesMatching(mark(p))).toEqual([])
-    const record = JSON.parse(readFileSync(join(second.stateDir, 'pods', after.metadata!.uid!, 'record.json'), 'utf8')) as {containers: {running: boolean}[]}
+    const record = readPodRecord(join(second.stateDir, 'pods', after.metadata!.uid!))!
     expect(record.containers.every((x) => !x.running)).toBe(true)
   })
 })

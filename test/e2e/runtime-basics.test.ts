@@ -6,6 +6,7 @@ import {ImageMap} from '../../src/emulator/runtime/images/image-map.js'
 import {containerLogDir, parseCriLine} from '../../src/emulator/runtime/logs/layout.js'
 import {describeE2e, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
 import {NODE, nodeContainer, RuntimeHarness} from './runtime-harness.js'
+import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** A script that writes what the process sees to $OUT, then stays up. */
 const REPORT = `const fs=require('fs');fs.writeFileSync(process.env.OUT+'.tmp',JSON.stringify({env:process.env,cwd:process.cwd(),argv:process.argv.slice(1)}));fs.renameSync(process.env.OUT+'.tmp',process.env.OUT);setInterval(()=>{},1000)`
@@ -135,7 +136,7 @@ describeE2e('runtime: what a container runs and sees', () => {
     expect(usage.containers[0].processes).toBeGreaterThanOrEqual(1)
     expect(usage.containers[0].pid).toBeGreaterThan(0)
     expect(usage.containers[0].cpuSeconds).toBeGreaterThan(0)
-    const record = JSON.parse(readFileSync(join(h.stateDir, 'pods', pod.metadata!.uid!, 'record.json'), 'utf8'))
+    const record = readPodRecord(join(h.stateDir, 'pods', pod.metadata!.uid!))!
     expect(record.containers[0]).toMatchObject({name: 'app', running: true, restartCount: 0})
     expect(await processesMatching(mark)).toEqual([record.containers[0].pid])
 

@@ -4,6 +4,7 @@ import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
 import {describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** A shell container whose script writes what it sees to files under `out` (the host's /tmp is the container's too). */
 function shell(name: string, script: string, extra: Record<string, unknown> = {}) {
@@ -278,7 +279,7 @@ describeE2e('pod sandbox: a shared PID namespace, adoption after SIGKILL, nothin
     const before = await processesMatching(`sleep ${marker}2`)
     expect(before.length).toBeGreaterThan(0)
     const uid = await f.jsonpath('shared', '{.metadata.uid}')
-    const holder = (JSON.parse(readFileSync(join(f.node.stateDir, 'pods', uid, 'record.json'), 'utf8')) as {pidHolder?: {pid: number}}).pidHolder
+    const holder = readPodRecord(join(f.node.stateDir, 'pods', uid))?.pidHolder
     expect(holder?.pid).toBeGreaterThan(0)
 
     // vnode dies without a word: the sandboxes live on, and the next vnode adopts them.

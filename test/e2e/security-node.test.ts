@@ -7,6 +7,7 @@ import {direct} from './server-helpers.js'
 import {execa} from 'execa'
 import {request} from 'node:https'
 import {cliPath} from './env.mjs'
+import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** The status of a request with another method to the kubelet port. */
 function status(port: number, method: string, path: string, tls: {cert: Buffer; key: Buffer}): Promise<number> {
@@ -95,10 +96,8 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
       ),
     )
     await waitPod(c.core, ns, 'holder', (x) => !!containerStatus(x, 'app')?.state?.running, 'running')
-    const record = JSON.parse(readFileSync(join(p.stateDir, 'pods', (await c.core.readNamespacedPod({name: 'holder', namespace: ns})).metadata!.uid!, 'record.json'), 'utf8')) as {
-      containers: {pid: number}[]
-    }
-    pid = record.containers[0].pid
+    const record = readPodRecord(join(p.stateDir, 'pods', (await c.core.readNamespacedPod({name: 'holder', namespace: ns})).metadata!.uid!))!
+    pid = record.containers[0]!.pid!
   })
   afterAll(async () => {
     await stopAllVnodes()

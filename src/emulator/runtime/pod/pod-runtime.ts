@@ -18,7 +18,7 @@ import type {PidNamespaceHolder} from '../sandbox/pod-pid-namespace.js'
 import {removeTree} from '../../../common/remove-tree.js'
 import type {RealLink} from '../volumes/volumes.js'
 import {defaultWaiting, PodStatusReporter, podStatus, unseenStarts, type PodOutcome} from './pod-status.js'
-import {podRecord, writePodRecord, type PodRecord, type RestoredContainer} from './record.js'
+import {podRecord, PodRecordWriter, type PodRecord, type RestoredContainer} from './record.js'
 import {restoreContainers} from './adoption.js'
 import {PodSync} from './sync-pod.js'
 import {DeadlineExceededMessage, DeadlineExceededReason} from './pod-actions.js'
@@ -65,6 +65,7 @@ export class PodRuntime implements ContainerHost {
   private readonly wakeTimer: WakeTimer
   /** SyncPod's steps (sync-pod.ts) and their retry clock. */
   private readonly steps: PodSync
+  private readonly recordWriter = new PodRecordWriter()
   /** Exits the relist has not seen yet (unseen-exits.ts). */
   readonly unseenExits: UnseenExits
 
@@ -316,7 +317,7 @@ export class PodRuntime implements ContainerHost {
   writeRecord(): void {
     if (this.closed) return
     try {
-      writePodRecord(this.record())
+      this.recordWriter.write(this.record())
     } catch {
       // The sandbox is gone (cleanup raced an exit): nothing to record.
     }

@@ -1,5 +1,5 @@
 import type {V1Pod} from '@kubernetes/client-node'
-import {mkdirSync, readFileSync, renameSync, writeFileSync} from 'node:fs'
+import {mkdirSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import type {ContainerProcess} from '../process/container-process.js'
 import type {OutputPipes} from '../process/instance-io.js'
@@ -10,7 +10,7 @@ import type {RealLink} from '../volumes/volumes.js'
 /**
  * What survives vnode itself, per pod: enough to find (and adopt or kill)
  * the pod's processes after a restart, and to recover restart counts.
- * Written atomically (write + rename) as <sandbox>/record.json.
+ * Written in place, in turns, to two files of the sandbox (PodRecordWriter).
  */
 export interface PodRecord {
   version: 1
@@ -22,6 +22,8 @@ export interface PodRecord {
   /** Real symlinks made at mountPaths, removed with the pod. */
   links: RealLink[]
   updatedAt: string
+  /** Which write this is (PodRecordWriter): of the two files, the one with the higher number is the newer. */
+  seq?: number
   /** The holder of the pod's shared PID namespace (sandbox/pod-pid-namespace.ts). */
   pidHolder?: {pid: number; startTicks: number}
   /** The pod as last handed to the runtime: a restarted vnode rebuilds the pod's runtime from it (adopt.ts). */
@@ -64,8 +66,6 @@ export interface ContainerRecord {
   /** The last finished instance, so a restarted vnode reports it. */
   lastExit?: RecordedTermination
 }
-
-export const PodRecordFile = 'record.json'
 
 /** A finished instance as the record keeps it (dates as ISO strings), and back. */
 export function recordTermination(t: Termination): RecordedTermination {
@@ -136,31 +136,54 @@ export function podSandbox(stateDir: string, uid: string): string {
   return join(stateDir, 'pods', uid)
 }
 
+/** The two files a pod's record is written to in turns. */
+export const PodRecordSlots = ['record-a.json', 'record-b.json'] as const
+/** The one file an earlier vnode wrote its record to (write + rename): read after an upgrade, never written. */
+export const LegacyPodRecordFile = 'record.json'
+
 /**
- * Synchronous on purpose: once a process is spawned its pid must be on disk
- * before anything else can happen, or a crash right then leaves a process
- * no later vnode can adopt. Compact JSON, and the sandbox is made only when
- * missing: this runs on every container state change.
+ * Writes one pod's record. Synchronous on purpose: once a process is
+ * spawned its pid must be on disk before anything else can happen, or a
+ * crash right then leaves a process no later vnode can adopt.
+ *
+ * In place, in turns: each write goes to the file of the two that does not
+ * hold the newest record, with a number one above it, so a write cut short
+ * (vnode killed in it) leaves the record before it whole in the other file,
+ * and a reader takes the complete one with the higher number. A write and a
+ * rename made a new file at every write, and a new inode is the costly part
+ * of a small write on ext4 (it searches the inode table past recently
+ * deleted ones): this runs at every container state change, on the event
+ * loop. Compact JSON, and the sandbox is made only when missing.
  */
-export function writePodRecord(record: PodRecord): void {
-  const path = join(record.sandbox, PodRecordFile)
-  const tmp = `${path}.tmp-${process.pid}`
-  const text = JSON.stringify(record)
-  try {
-    writeFileSync(tmp, text, {mode: 0o600})
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-    mkdirSync(record.sandbox, {recursive: true, mode: 0o700})
-    writeFileSync(tmp, text, {mode: 0o600})
+export class PodRecordWriter {
+  private seq: number | undefined
+
+  write(record: PodRecord): void {
+    // The first write after a restart goes on from the numbers already on disk.
+    this.seq ??= readPodRecord(record.sandbox)?.seq ?? 0
+    const seq = ++this.seq
+    const path = join(record.sandbox, PodRecordSlots[seq % 2]!)
+    const text = JSON.stringify({...record, seq})
+    try {
+      writeFileSync(path, text, {mode: 0o600})
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+      mkdirSync(record.sandbox, {recursive: true, mode: 0o700})
+      writeFileSync(path, text, {mode: 0o600})
+    }
   }
-  renameSync(tmp, path)
 }
 
+/** The newest complete record of a sandbox (of its two files, or the one an earlier vnode wrote); none when none can be read. */
 export function readPodRecord(sandbox: string): PodRecord | undefined {
-  try {
-    const r = JSON.parse(readFileSync(join(sandbox, PodRecordFile), 'utf8')) as PodRecord
-    return r.version === 1 ? r : undefined
-  } catch {
-    return undefined
+  let newest: PodRecord | undefined
+  for (const file of [...PodRecordSlots, LegacyPodRecordFile]) {
+    try {
+      const r = JSON.parse(readFileSync(join(sandbox, file), 'utf8')) as PodRecord
+      if (r.version === 1 && (newest === undefined || (r.seq ?? 0) > (newest.seq ?? 0))) newest = r
+    } catch {
+      // Missing, or a write cut short: the other file holds the record.
+    }
   }
+  return newest
 }
