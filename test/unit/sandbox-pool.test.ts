@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {conflist, podIndependentChain, podSpecificChain} from '../../src/emulator/runtime/network/config.js'
 import {DefaultPoolCap, DefaultPoolFloor, DefaultPoolMemoryMs, DefaultPoolWindowMs, poolCapFor, PoolSizing} from '../../src/emulator/runtime/network/pool-sizing.js'
-import {DefaultStartHoldMs, PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
+import {DefaultHoldMs, PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
 import {subresourcesFor} from '../../src/emulator/server/auth.js'
 import {poolMetrics} from '../../src/emulator/server/pool-metrics.js'
 import {MetricsRoute} from '../../src/emulator/server/routes/metrics.js'
@@ -199,7 +199,7 @@ describe('the warm pool: leasing', () => {
     const {clock, maker, p} = pool({floor: 1, cap: 4})
     await p.start()
     await settle()
-    const ends = Array.from({length: 3}, () => p.startBegan())
+    const ends = Array.from({length: 3}, () => p.holdRefill())
     for (let i = 0; i < 3; i++) p.lease()
     await clock.advance(quiet * 4)
     // The leases are long quiet, but the starts (their sandboxes) go on: nothing is made beside them.
@@ -217,17 +217,17 @@ describe('the warm pool: leasing', () => {
     await p.close()
   })
 
-  test('a start that hangs holds the refill for DefaultStartHoldMs at most', async () => {
+  test('a start that hangs holds the refill for DefaultHoldMs at most', async () => {
     const clock = new FakeClock()
     const maker = new FakeMaker()
     // The burst is remembered past the hold, so the target is still the burst when the hold ends.
-    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 4, windowMs: 6 * DefaultStartHoldMs, memoryMs: 6 * DefaultStartHoldMs, quietMs: quiet}), clock)
+    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 4, windowMs: 6 * DefaultHoldMs, memoryMs: 6 * DefaultHoldMs, quietMs: quiet}), clock)
     await p.start()
     await settle()
-    const end = p.startBegan()
+    const end = p.holdRefill()
     p.lease()
     p.lease()
-    await clock.advance(DefaultStartHoldMs - 1)
+    await clock.advance(DefaultHoldMs - 1)
     expect(maker.next).toBe(1)
     await clock.advance(1)
     expect(p.figures()).toMatchObject({ready: 2, target: 2})

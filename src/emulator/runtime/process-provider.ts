@@ -206,7 +206,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     const rt = this.newRuntime(pod)
     this.pods.set(rt.uid, rt)
     // Until its start is seen, the warm pool does not refill beside it (a refill's plugins take the CPU its sandbox needs).
-    await (this.opts.network ? this.opts.network.whileStarting(() => rt.start()) : rt.start())
+    await this.holdingRefill(() => rt.start())
   }
 
   private rotation(): LogRotation {
@@ -263,14 +263,19 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   async deletePod(pod: V1Pod, gracePeriodSeconds: number): Promise<void> {
     const rt = this.find(pod)
     if (!rt) throw notFound(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not running on this node`)
-    await rt.terminate(gracePeriodSeconds, {deleted: !!pod.metadata?.deletionTimestamp})
+    await this.holdingRefill(() => rt.terminate(gracePeriodSeconds, {deleted: !!pod.metadata?.deletionTimestamp}))
   }
 
   async cleanupPod(pod: V1Pod): Promise<void> {
     const rt = this.find(pod)
     if (!rt) return
-    await rt.cleanup()
+    await this.holdingRefill(() => rt.cleanup())
     this.pods.delete(rt.uid)
+  }
+
+  /** A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts). */
+  private holdingRefill<T>(work: () => Promise<T>): Promise<T> {
+    return this.opts.network ? this.opts.network.holdingRefill(work) : work()
   }
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {

@@ -100,6 +100,42 @@ describeHostE2e('the warm pool of pod network sandboxes', () => {
   )
 
   rootTest(
+    "a pod's deletion under way holds the refill, as a start does: no entry is made while it waits out its grace period, and the pool refills in the quiet after it",
+    async () => {
+      const readyNow = () => poolRecords(vnode).filter((r) => r.state === 'ready').length
+      const settled = async () => readyNow() === Cap && (await poolMetrics(node))['vnode_sandbox_pool_entries:making'] === 0
+      // A pod that ignores SIGTERM: its deletion lasts its whole grace period, then SIGKILL.
+      const stubbornSpec = nodeContainer('main', `/*${tag}-stubborn*/process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`)
+      await createPod(c.core, podOn(node, ns, 'stubborn', [stubbornSpec], {terminationGracePeriodSeconds: 8}))
+      const stubborn = await waitPod(c.core, ns, 'stubborn', running, 'running with an address', 60_000)
+      podNetnsSeen.add(podNetns(vnode, stubborn.metadata!.uid!)!.split('/').pop()!)
+      await waitFor(settled, 'the pool refilled to its cap', 60_000, 200)
+      seePool()
+      await c.core.deleteNamespacedPod({name: 'stubborn', namespace: ns})
+      // Two starts during the deletion take two entries; the starts end, their quiet passes, the deletion goes on.
+      for (let i = 0; i < 2; i++) await createPod(c.core, podOn(node, ns, `during-${i}`, [sleeper(`${tag}-during-${i}`)]))
+      for (let i = 0; i < 2; i++) {
+        const p = await waitPod(c.core, ns, `during-${i}`, running, 'running with an address', 60_000)
+        podNetnsSeen.add(podNetns(vnode, p.metadata!.uid!)!.split('/').pop()!)
+      }
+      const gone = async () => !(await c.core.listNamespacedPod({namespace: ns})).items.some((p) => p.metadata!.name === 'stubborn')
+      let looked = 0
+      while (!(await gone())) {
+        // Held: no entry is made beside the deletion, however long the starts have been over.
+        expect(readyNow()).toBe(Cap - 2)
+        expect((await poolMetrics(node))['vnode_sandbox_pool_entries:making']).toBe(0)
+        looked++
+        await new Promise((r) => setTimeout(r, 300))
+      }
+      // The starts were over with seconds of the grace period left: the hold was seen, not slept through.
+      expect(looked).toBeGreaterThanOrEqual(3)
+      await waitFor(settled, 'the pool refilled after the deletion', 60_000, 200)
+      seePool()
+    },
+    150_000,
+  )
+
+  rootTest(
     "an entry whose namespace was removed behind vnode's back fails no pod and does not poison the pool: it is destroyed at lease (its address given back), the pods start",
     async () => {
       const before = await poolMetrics(node)

@@ -178,11 +178,11 @@ export class PodNetwork {
     await this.pool.start(await reclaimEntries(this.entries, leased))
   }
 
-  /** A pod's start, until it is seen: the pool makes no entry beside it (sandbox-pool.ts). */
-  async whileStarting(start: () => Promise<void>): Promise<void> {
-    const ended = this.pool?.startBegan()
+  /** A pod's start, until it is seen, or its stop, until its sandbox is gone: the pool makes no entry beside it (sandbox-pool.ts). */
+  async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
+    const ended = this.pool?.holdRefill()
     try {
-      await start()
+      return await work()
     } finally {
       ended?.()
     }

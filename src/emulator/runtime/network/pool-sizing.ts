@@ -4,8 +4,9 @@
  * one window), never fewer than the floor nor more than the cap. A burst
  * asks for as many entries for the next one; a node that stops starting
  * pods falls back to its floor once its bursts are out of memory. Refills
- * wait for a pause in the starts, so making entries never competes with a
- * burst that is being started. Pure: the time is given.
+ * wait for a pause in the starts and stops, so making entries never
+ * competes with a burst that is being started or deleted. Pure: the time
+ * is given.
  */
 
 /** Entries kept however quiet the node is: the next pod's start is warm. */
@@ -69,7 +70,7 @@ export class PoolSizing {
    * the first is the target. Sizes are 1..cap, so at most cap of them.
    */
   private readonly peaks: Peak[] = []
-  /** When the last start ended (noteStartEnd). */
+  /** When the last hold of a start or a stop ended (noteHoldEnd). */
   private lastEnd: number | undefined
 
   constructor(opts: PoolSizingOptions = {}) {
@@ -99,19 +100,19 @@ export class PoolSizing {
     return Math.min(this.cap, Math.max(this.floor, this.peak(now)))
   }
 
-  /** A pod's start ended (seen, or given up): the quiet time runs from the later of this and the last start. */
-  noteStartEnd(now: number): void {
+  /** A pod's start (seen, or given up) or stop ended: the quiet time runs from the later of this and the last start. */
+  noteHoldEnd(now: number): void {
     this.lastEnd = Math.max(this.lastEnd ?? now, now)
   }
 
-  /** The latest start (each start is the last peak when it comes) or start end. */
+  /** The latest start (each start is the last peak when it comes), or end of a start or a stop. */
   private lastActivity(): number | undefined {
     const start = this.peaks.at(-1)?.at
     if (start === undefined || this.lastEnd === undefined) return start ?? this.lastEnd
     return Math.max(start, this.lastEnd)
   }
 
-  /** No start, and no start's end, within the quiet time: entries may be made now. */
+  /** No start, and no end of a start or a stop, within the quiet time: entries may be made now. */
   quiet(now: number): boolean {
     const last = this.lastActivity()
     return last === undefined || now - last >= this.quietMs

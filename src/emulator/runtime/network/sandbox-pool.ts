@@ -9,7 +9,7 @@ import {PoolSizing} from './pool-sizing.js'
  * pod at most. lease() is synchronous, so two pods can never take the same
  * entry; what it returns is the caller's (to attach or to destroy), never
  * the pool's again. The pool refills, and shrinks to its target, only in
- * the quiet after starts (pool-sizing.ts), one entry at a time; close()
+ * the quiet after starts and stops (pool-sizing.ts), one entry at a time; close()
  * destroys every entry it still holds and waits for the one being made.
  */
 
@@ -20,11 +20,13 @@ export interface PoolEntryMaker<E> {
 }
 
 /**
- * A pod start under way holds the refill this long at most: a refill's
- * plugins take the CPU the burst's sandboxes need, but a start that hangs
- * (a postStart hook that runs for minutes) must not keep the pool empty.
+ * A pod's start or stop under way holds the refill this long at most: a
+ * refill's plugins take the CPU a burst's sandboxes need (its starts' or
+ * its deletions': the kills, the networks' removal, the final status
+ * writes), but a start that hangs (a postStart hook that runs for minutes)
+ * or a stop's long grace period must not keep the pool empty.
  */
-export const DefaultStartHoldMs = 10_000
+export const DefaultHoldMs = 10_000
 
 /** After a failed make, the next try waits 1 s, doubling to 5 min (a host that lost its plugins is not hammered). */
 export const PoolRetryInitialMs = 1_000
@@ -45,8 +47,8 @@ export class SandboxPool<E> {
   private readonly retry = new Backoff(PoolRetryInitialMs, PoolRetryMaxMs)
   private readonly runner: SerialRunner
   /** Pod starts under way, by token: when each began. */
-  private readonly starting = new Map<number, number>()
-  private startTokens = 0
+  private readonly holds = new Map<number, number>()
+  private holdTokens = 0
 
   constructor(
     private readonly maker: PoolEntryMaker<E>,
@@ -90,28 +92,31 @@ export class SandboxPool<E> {
   }
 
   /**
-   * A pod's start begins (its sandbox, its containers' spawns, until its
-   * start is seen); the returned function ends it. The pool makes no entry
-   * while one is under way, nor in the quiet time after the last one ends:
-   * a burst's starts outlast its leases by the time its sandboxes take.
+   * A pod's start (its sandbox, its containers' spawns, until its start is
+   * seen) or stop (its kill, its sandbox's removal) begins; the returned
+   * function ends it. The pool makes no entry while one is under way, nor
+   * in the quiet time after the last one ends: a burst's starts outlast its
+   * leases by the time its sandboxes take, and a burst of deletions, which
+   * often follows a burst of starts at once (a rollout, a test's teardown),
+   * needs the CPU as much.
    */
-  startBegan(): () => void {
-    const token = ++this.startTokens
-    this.starting.set(token, this.clock.now())
+  holdRefill(): () => void {
+    const token = ++this.holdTokens
+    this.holds.set(token, this.clock.now())
     return () => {
-      if (!this.starting.delete(token)) return
-      this.sizing.noteStartEnd(this.clock.now())
+      if (!this.holds.delete(token)) return
+      this.sizing.noteHoldEnd(this.clock.now())
       this.schedule()
     }
   }
 
   /**
-   * When the starts under way stop holding the refill (the earliest end of
-   * a hold); undefined when none holds it. A start that ends first releases
-   * it sooner: its end schedules the pool again.
+   * When the holds under way stop holding the refill (the earliest end of
+   * one); undefined when none holds it. A hold that ends first releases it
+   * sooner: its end schedules the pool again.
    */
-  private startsReleaseAt(now: number): number | undefined {
-    const ends = [...this.starting.values()].filter((began) => now - began < DefaultStartHoldMs).map((began) => began + DefaultStartHoldMs)
+  private holdsReleaseAt(now: number): number | undefined {
+    const ends = [...this.holds.values()].filter((began) => now - began < DefaultHoldMs).map((began) => began + DefaultHoldMs)
     return ends.length > 0 ? Math.min(...ends) : undefined
   }
 
@@ -135,7 +140,7 @@ export class SandboxPool<E> {
     while (!this.closed) {
       const now = this.clock.now()
       this.sizing.prune(now)
-      if (!this.sizing.quiet(now) || this.startsReleaseAt(now) !== undefined) return
+      if (!this.sizing.quiet(now) || this.holdsReleaseAt(now) !== undefined) return
       const target = this.sizing.target(now)
       if (this.ready.length > target) {
         await this.maker.destroy(this.ready.pop()!).catch(() => undefined)
@@ -167,7 +172,7 @@ export class SandboxPool<E> {
     this.timer = undefined
     if (this.closed || this.runner.running) return
     const now = this.clock.now()
-    const held = this.startsReleaseAt(now)
+    const held = this.holdsReleaseAt(now)
     const due = [this.sizing.nextChangeAt(now), this.ready.length < this.sizing.target(now) && this.retryAt > now ? this.retryAt : undefined, held].filter((t): t is number => t !== undefined)
     // Below the target and quiet already: fill now (a start that came during the last pass).
     if (this.ready.length !== this.sizing.target(now) && this.sizing.quiet(now) && held === undefined && now >= this.retryAt) due.push(now)
