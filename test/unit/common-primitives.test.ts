@@ -1,6 +1,7 @@
 import {RealClock} from '../../src/common/clock.js'
 import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
-import {mkdir, mkdtemp, chmod, writeFile, stat} from 'node:fs/promises'
+import {mkdir, mkdtemp, chmod, writeFile, stat, lstat, readFile, symlink} from 'node:fs/promises'
+import {spawnSync} from 'node:child_process'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import type {V1Pod} from '@kubernetes/client-node'
@@ -164,6 +165,26 @@ describe('removeTree', () => {
     await removeTree(join(root, 'missing'))
     await removeTree(root)
     await expect(stat(root)).rejects.toThrow(/ENOENT/)
+  })
+
+  test('a link is removed, never followed; a FIFO, a directory of mode 000 (an overlay work dir) and a lone file go too', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vnode-remove-tree-'))
+    const outside = join(root, 'outside')
+    await mkdir(join(outside, 'kept'), {recursive: true})
+    await writeFile(join(outside, 'kept', 'f'), 'x')
+    const dir = join(root, 'tree')
+    await mkdir(join(dir, 'work', 'work'), {recursive: true})
+    await writeFile(join(dir, 'work', 'work', 'f'), 'x')
+    await chmod(join(dir, 'work', 'work'), 0)
+    await symlink(outside, join(dir, 'link'))
+    await symlink(join(outside, 'kept', 'f'), join(dir, 'file-link'))
+    expect(spawnSync('mkfifo', [join(dir, 'pipe')]).status).toBe(0)
+    await removeTree(dir)
+    await expect(lstat(dir)).rejects.toThrow(/ENOENT/)
+    expect(await readFile(join(outside, 'kept', 'f'), 'utf8')).toBe('x')
+    await removeTree(join(outside, 'kept', 'f'))
+    await expect(lstat(join(outside, 'kept', 'f'))).rejects.toThrow(/ENOENT/)
+    await removeTree(root)
   })
 })
 
