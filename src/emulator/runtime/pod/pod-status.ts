@@ -86,11 +86,12 @@ export class PodStatusReporter {
     if (this.src.closed || this.src.killingPod) return
     // Applying an exit reports it (a nested publish); this one then finds nothing new.
     this.src.seeDueExits()
-    const pod = this.snapshot()
-    const text = JSON.stringify(pod.status)
+    // Compared before it is copied: most publishes find the status unchanged, and the copy is of the whole pod.
+    const status = podStatus(this.src)
+    const text = JSON.stringify(status)
     if (text === this.lastNotified) return
     this.lastNotified = text
-    this.notify(pod)
+    this.notify(structuredClone({...this.src.pod, status}))
   }
 
   /** Whoever registers for notifications next gets the status, even if unchanged (a restored pod). */
