@@ -4,6 +4,7 @@ import {isWithin} from '../../../common/paths.js'
 import {dirEntries, hostRootEntries, type DirEntry} from './host-root.js'
 import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
 import type {ContainerSandboxSpec} from './spec.js'
+import {OwnTopLevel} from './root-layer.js'
 
 /**
  * The bubblewrap command line of a sandboxed container.
@@ -69,7 +70,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   const layer = spec.rootLayer
   // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
   const args: string[] =
-    layer?.root && root.length === listed.length ? ['--bind', layer.root, '/', ...overRootOverlay(root, layer.root, layer.topMounts, overlaid)] : rootEntries(root, OwnTopLevelNames, overlaid)
+    layer?.root && root.length === listed.length ? ['--bind', layer.root, '/', ...overRootOverlay(root, layer.root, layer.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
   // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
@@ -89,9 +90,6 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   return args
 }
 
-/** Top-level directories the sandbox makes its own (bwrap's /proc, /dev and the read-only /sys), never bound from the host's. */
-const OwnTopLevelNames = new Set(['proc', 'dev', 'sys'])
-
 /**
  * What is bound over the overlay of `/` bound as the view's root: the
  * top-level entries that are host mounts of their own, which the overlay
@@ -103,7 +101,7 @@ function overRootOverlay(entries: DirEntry[], rootOverlay: string, topMounts: st
   const mounted = new Set(topMounts)
   const out: string[] = []
   for (const e of entries) {
-    if (OwnTopLevelNames.has(e.name)) continue
+    if (OwnTopLevel.has(e.name)) continue
     const merged = overlaid.get(e.path)
     if (merged !== undefined && isWithin(rootOverlay, merged)) continue
     if (merged !== undefined) out.push('--bind', merged, e.path)
