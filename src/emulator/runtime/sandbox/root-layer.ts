@@ -120,7 +120,7 @@ const UnsafeInMountOptions = /[\s,:\\]/
  * instance left there is moved aside first), and how to mount it.
  *
  * As root, one overlay of `/` (upper/, work/, merged/) covers every
- * top-level directory on the root filesystem, bound from merged/<name>: a
+ * top-level directory on the root filesystem (merged/ bound as the view's root, or merged/<name> at each place: bwrap.ts): a
  * directory's attributes come from the host's until the instance writes
  * there, so nothing is copied per directory, and the kernel mounts one
  * overlay instead of one per directory (each costs about half a
