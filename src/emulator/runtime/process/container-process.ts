@@ -28,8 +28,6 @@ export class ContainerProcess {
   exit: ExitInfo | undefined
   private mainExited = false
   private enteredOnce: Promise<void> | undefined
-  /** A sandboxed start's look period for its program (SpawnSpec.lookPeriodMs). */
-  private lookPeriodMs: number | undefined
   private readonly outputListeners = new Set<OutputListener>()
 
   private constructor(
@@ -51,6 +49,8 @@ export class ContainerProcess {
     /** The process group of the instance: bwrap's in a sandbox (its PID 1 is a member), else the main process's own. */
     private readonly groupId?: number,
     private readonly clock: Clock = RealClock,
+    /** A sandboxed start's look period for its program (SpawnSpec.lookPeriodMs). */
+    private readonly lookPeriodMs?: number,
   ) {
     void rawExit.then(() => {
       this.mainExited = true
@@ -193,7 +193,6 @@ export class ContainerProcess {
       spec.clock,
     )
     proc.terminal = term
-    proc.lookPeriodMs = spec.lookPeriodMs
     return proc
   }
 
@@ -239,9 +238,9 @@ export class ContainerProcess {
       sandboxedProcess(sandbox),
       monitor.pid,
       spec.clock,
+      spec.lookPeriodMs,
     )
     proc.terminal = term
-    proc.lookPeriodMs = spec.lookPeriodMs
     return proc
   }
 
@@ -270,23 +269,8 @@ export class ContainerProcess {
     const {monitor, pid} = started
     // bwrap passes PID 1's status on: 128+n when a signal ended it, with no signal of its own, as a runtime reports it.
     const rawExit = sandboxExit(started)
-    const proc = new ContainerProcess(
-      pid,
-      readStat(pid)?.startTime ?? 0,
-      startedAt,
-      rawExit,
-      readers,
-      log,
-      spec.env,
-      spec.cwd,
-      pipes,
-      started.stdin,
-      sandboxedProcess(sandbox),
-      monitor.pid,
-      spec.clock,
-    )
-    proc.lookPeriodMs = spec.lookPeriodMs
-    return proc
+    const ticks = readStat(pid)?.startTime ?? 0
+    return new ContainerProcess(pid, ticks, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, started.stdin, sandboxedProcess(sandbox), monitor.pid, spec.clock, spec.lookPeriodMs)
   }
 
   /**
