@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import type {CoreV1Api, CoreV1Event} from '@kubernetes/client-node'
-import {EventRecorder} from '../../src/emulator/kube/events.js'
+import {DefaultEventWritesInFlight, EventRecorder} from '../../src/emulator/kube/events.js'
 
 /** An API whose event creates answer after a delay chosen per reason, so a later write could overtake an earlier one. */
 function fakeCore(delays: Record<string, number>) {
@@ -41,6 +41,34 @@ describe('event recorder', () => {
     void r.record({...pod, name: 'q', uid: 'u2'}, 'Normal', 'Fast', 'm')
     await r.flush()
     expect(created.map((e) => e.reason)).toEqual(['Fast', 'Slow'])
+  })
+
+  test('a burst of events about many pods has at most DefaultEventWritesInFlight writes in flight; each is timed when it happened', async () => {
+    let inFlight = 0
+    let most = 0
+    const created: CoreV1Event[] = []
+    const core = {
+      createNamespacedEvent: async ({body}: {body: CoreV1Event}) => {
+        most = Math.max(most, ++inFlight)
+        await new Promise((r) => setTimeout(r, 5))
+        inFlight--
+        created.push(body)
+        return body
+      },
+    } as unknown as CoreV1Api
+    const r = new EventRecorder(core, 'node-a')
+    const seen: Date[] = []
+    r.onEvent((e) => seen.push(e.time))
+    const before = Date.now()
+    for (let i = 0; i < 40; i++) void r.record({...pod, name: `p${i}`, uid: `u${i}`}, 'Normal', 'Started', 'Started container c')
+    // The listeners (the dashboard) hear of every event at once, not when its write gets a slot.
+    await new Promise((r) => setImmediate(r))
+    expect(seen).toHaveLength(40)
+    await r.flush()
+    expect(created).toHaveLength(40)
+    expect(most).toBe(DefaultEventWritesInFlight)
+    // Written about 50 ms later (ten turns of 5 ms), stamped when recorded.
+    for (const e of created) expect(new Date(e.firstTimestamp!).getTime() - before).toBeLessThan(25)
   })
 
   test('the same reason and message for two containers are two events; a repeat for one container bumps its count', async () => {

@@ -1,5 +1,6 @@
 import type {CoreV1Api, CoreV1Event, V1ObjectReference} from '@kubernetes/client-node'
 import {randomBytes} from 'node:crypto'
+import {InFlightLimit} from '../../common/in-flight-limit.js'
 
 export type EventType = 'Normal' | 'Warning'
 
@@ -14,6 +15,14 @@ export interface RecordedEvent {
 
 /** How many distinct events are remembered for deduplication; older ones are forgotten. */
 export const DefaultEventCacheSize = 1024
+/**
+ * Event writes in flight at once (the kubelet's broadcaster writes one at a
+ * time). Without a bound, a burst of pod starts sent its hundred Created and
+ * Started events together, and each found no idle connection: about 80 new
+ * TLS connections per 100-pod burst, a handshake each on vnode's loop and on
+ * the API server, in the window where the pods' own work runs.
+ */
+export const DefaultEventWritesInFlight = 4
 
 /**
  * One recorder per node: source component "vnode" and host = node name, as the
@@ -27,13 +36,17 @@ export class EventRecorder {
   private readonly inFlight = new Set<Promise<void>>()
   /** The last write about each object: its events reach the API server in the order they happened, as the kubelet's queue writes them. */
   private readonly tails = new Map<string, Promise<void>>()
+  private readonly slots: InFlightLimit
 
   constructor(
     private readonly core: CoreV1Api,
     private readonly host: string,
     private readonly component = 'vnode',
     private readonly cacheSize = DefaultEventCacheSize,
-  ) {}
+    writesInFlight = DefaultEventWritesInFlight,
+  ) {
+    this.slots = new InFlightLimit(writesInFlight)
+  }
 
   onEvent(listener: (e: RecordedEvent) => void): () => void {
     this.listeners.add(listener)
@@ -66,39 +79,45 @@ export class EventRecorder {
     const prev = this.seen.get(key)
     const count = (prev?.count ?? 0) + 1
     for (const l of this.listeners) l({type, reason, message, object, count, time: now})
-    const namespace = object.namespace || 'default'
-    if (prev) {
-      this.touch(key, {...prev, count})
-      try {
-        await this.core.patchNamespacedEvent({
-          name: prev.name,
-          namespace: prev.namespace,
-          body: [
-            {op: 'replace', path: '/count', value: count},
-            {op: 'replace', path: '/lastTimestamp', value: now.toISOString()},
-          ],
-        })
-        return
-      } catch {
-        // The event expired (events have a TTL): create a fresh one below.
+    // A slot before the request, not before the record: the event's time and its listeners stay the moment it happened.
+    const release = await this.slots.acquire()
+    try {
+      if (prev) {
+        this.touch(key, {...prev, count})
+        try {
+          await this.core.patchNamespacedEvent({
+            name: prev.name,
+            namespace: prev.namespace,
+            body: [
+              {op: 'replace', path: '/count', value: count},
+              {op: 'replace', path: '/lastTimestamp', value: now.toISOString()},
+            ],
+          })
+          return
+        } catch {
+          // The event expired (events have a TTL): create a fresh one below.
+        }
       }
+      const namespace = object.namespace || 'default'
+      const name = `${object.name}.${Date.now().toString(16)}${randomBytes(2).toString('hex')}`
+      const body: CoreV1Event = {
+        metadata: {name, namespace},
+        involvedObject: object,
+        type,
+        reason,
+        message,
+        count: 1,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        source: {component: this.component, host: this.host},
+        reportingComponent: this.component,
+        reportingInstance: this.host,
+      }
+      await this.core.createNamespacedEvent({namespace, body})
+      this.touch(key, {name, namespace, count: 1})
+    } finally {
+      release()
     }
-    const name = `${object.name}.${Date.now().toString(16)}${randomBytes(2).toString('hex')}`
-    const body: CoreV1Event = {
-      metadata: {name, namespace},
-      involvedObject: object,
-      type,
-      reason,
-      message,
-      count: 1,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      source: {component: this.component, host: this.host},
-      reportingComponent: this.component,
-      reportingInstance: this.host,
-    }
-    await this.core.createNamespacedEvent({namespace, body})
-    this.touch(key, {name, namespace, count: 1})
   }
 
   private touch(key: string, value: {name: string; namespace: string; count: number}): void {
