@@ -1,10 +1,11 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {existsSync, mkdirSync} from 'node:fs'
+import {existsSync, lstatSync, mkdirSync, readdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {freePort} from '../../src/common/ports.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
+import {DefaultSpareFifos, SparePipesDir} from '../../src/emulator/runtime/process/fifo.js'
 
 /** A container that exits 1 the first time (so it has a restart), then serves a port and logs a numbered line every 100 ms. */
 function crashOnceThenServe(marker: string, flag: string, port: number): string {
@@ -57,6 +58,10 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
 
     // vnode dies; its pods do not.
     expect(await first.stop('SIGKILL')).not.toBe(0)
+    // Its reserve of output pipes made ahead stays behind: the next vnode starts it afresh.
+    const spares = join(first.stateDir, SparePipesDir)
+    expect(readdirSync(spares).length).toBeGreaterThan(0)
+    writeFileSync(join(spares, 'stale'), '')
     expect(await processesMatching(mark('keep'))).toEqual(keepPids)
     // While it is down: one container dies, one pod is deleted from the API.
     // Its main process: in a sandbox, PID 1 of its namespace, whose end ends the rest.
@@ -67,6 +72,15 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
 
     const second = startVnode(node, ['--no-default-taint'])
     await second.ready()
+    const isSpare = (f: string) => lstatSync(join(spares, f)).isFIFO() && (lstatSync(join(spares, f)).mode & 0o777) === 0o600
+    // Made again from nothing (the stale entry gone); topped up only below half, so starts since may have taken some.
+    const reserve = () => (existsSync(spares) ? readdirSync(spares) : [])
+    await waitFor(
+      () => reserve().length >= DefaultSpareFifos / 2 && reserve().every(isSpare),
+      () => `a reserve of pipes, nothing else: ${reserve().length} ${reserve().slice(0, 5).join(',')}`,
+      30_000,
+    )
+    expect(reserve().length).toBeLessThanOrEqual(DefaultSpareFifos)
     // The same process, not a new one: restartCount and containerID kept, Ready again through its probe.
     const after = await waitPod(c.core, ns, 'keep', (p) => containerStatus(p, 'app')?.ready === true && p.status?.phase === 'Running', 'ready after adoption')
     const app = containerStatus(after, 'app')!
@@ -104,8 +118,9 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
     expect(doneAfter?.status?.phase).toBe('Failed')
     expect(containerStatus(doneAfter, 'app')!.state?.terminated?.exitCode).toBe(3)
 
-    // A normal exit terminates every pod: nothing of ours is left in the process table.
+    // A normal exit terminates every pod: nothing of ours is left in the process table, and no spare pipe.
     expect(await second.stop()).toBe(0)
+    expect(existsSync(spares)).toBe(false)
     for (const p of ['keep', 'lost', 'gone', 'done']) expect(await processesMatching(mark(p))).toEqual([])
     const record = readPodRecord(join(second.stateDir, 'pods', after.metadata!.uid!))!
     expect(record.containers.every((x) => !x.running)).toBe(true)

@@ -16,6 +16,7 @@ import {attachToProcess} from './container/attach.js'
 import {dialInNetns} from './network/port-dial.js'
 import {ExecGroups, startExec} from './container/exec.js'
 import type {ContainerProcess} from './process/container-process.js'
+import {nodeFifoMaker, type FifoMaker} from './process/instance-io.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './container/crash-loop.js'
 import type {NodeFacts} from './env/env.js'
 import {ImageMap} from './images/image-map.js'
@@ -107,12 +108,15 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   readonly cgroups: NodeCgroups | undefined
   /** As root in a sandbox: the mount namespace sandboxed starts begin from (sandbox/mount-base.ts). */
   private mountBase: SandboxMountBase | undefined
+  /** The instances' output pipes, a reserve of them made ahead in `<state>/pipes` (process/fifo.ts). */
+  private readonly fifos: FifoMaker
 
   constructor(
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
     this.images = opts.images ?? defaultImageMap()
+    this.fifos = nodeFifoMaker(ctx.stateDir)
     this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
@@ -164,6 +168,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log)
       if (this.closed) this.mountBase?.close()
       await this.adoptRecorded()
+      // In the background: a start before the reserve is made has its pipes made as it comes.
+      if (!this.closed) void this.fifos.prepare().catch((error: unknown) => this.opts.log?.(`cannot make spare output pipes: ${(error as Error).message}`))
       // After the pods' adoption: entries a pod's record names are the pod's, the others are reclaimed or destroyed.
       await this.opts.network?.startPool()
     })()
@@ -245,6 +251,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
       mountBase: (binds) => this.mountBase?.pathFor(binds),
+      fifos: this.fifos,
       notify: (p) => this.callback(p),
     })
   }
@@ -273,9 +280,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.pods.delete(rt.uid)
   }
 
-  /** A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts). */
-  private holdingRefill<T>(work: () => Promise<T>): Promise<T> {
-    return this.opts.network ? this.opts.network.holdingRefill(work) : work()
+  /** A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts), nor the pipes' reserve its spares. */
+  private async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
+    const release = this.fifos.hold()
+    try {
+      return await (this.opts.network ? this.opts.network.holdingRefill(work) : work())
+    } finally {
+      release()
+    }
   }
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
@@ -366,6 +378,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.pods.clear()
     await this.cgroups?.close()
     this.mountBase?.close()
+    await this.fifos.close()
     await this.opts.network?.close()
   }
 

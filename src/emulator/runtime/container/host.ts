@@ -7,6 +7,7 @@ import type {ImageMap} from '../images/image-map.js'
 import type {LogRotation} from '../logs/writer.js'
 import type {SyncClock} from '../pod/sync-clock.js'
 import type {ContainerProcess} from '../process/container-process.js'
+import type {FifoMaker} from '../process/instance-io.js'
 import type {PodSandbox} from '../sandbox/pod-sandbox.js'
 import type {SandboxMode, SandboxWalls} from '../sandbox/spec.js'
 import type {ContainerState} from './state.js'
@@ -31,6 +32,8 @@ export interface ContainerRuntimeDeps {
   checkHostPorts?: (pod: V1Pod, container: ContainerState) => Promise<void>
   /** Called with a container's main process host pid before its program runs (cgroups). */
   beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
+  /** The node's maker of the instances' output pipes, with its reserve of pipes made ahead. */
+  fifos?: FifoMaker
   /** The mount namespace a sandboxed start with these binds begins from (sandbox/mount-base.ts); the host's when undefined. */
   mountBase?: (binds: readonly {source: string}[]) => string | undefined
 }

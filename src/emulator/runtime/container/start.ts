@@ -107,6 +107,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       logPath: c.logPath!,
       pipes,
       rotation: deps.rotation,
+      fifos: deps.fifos,
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
       sandbox: config.view && withMountBase(config.view, deps.mountBase?.(config.view.binds)),

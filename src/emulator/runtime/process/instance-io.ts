@@ -2,7 +2,8 @@ import {constants as fsConstants, openSync, rmSync} from 'node:fs'
 import {rm} from 'node:fs/promises'
 import {Socket} from 'node:net'
 import {Readable} from 'node:stream'
-import {fifos} from './fifo.js'
+import {join} from 'node:path'
+import {DefaultFifoBatchSize, FifoMaker, fifos as sharedFifos, SparePipesDir} from './fifo.js'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import {ContainerLogWriter, type LogRotation} from '../logs/writer.js'
 
@@ -17,6 +18,13 @@ export interface OutputPipes {
   stderr: string
 }
 
+/** A node's maker of output pipes, with its reserve in `<stateDir>/pipes` (fifo.ts). */
+export function nodeFifoMaker(stateDir: string): FifoMaker {
+  return new FifoMaker(DefaultFifoBatchSize, {dir: join(stateDir, SparePipesDir)})
+}
+
+export type {FifoMaker}
+
 export function outputPipes(base: string): OutputPipes {
   return {stdout: `${base}.stdout`, stderr: `${base}.stderr`}
 }
@@ -28,6 +36,8 @@ export interface InstanceIOSpec {
   pipes: string
   rotation?: LogRotation
   clock?: Clock
+  /** The node's pipe maker (its reserve); a shared one without a reserve by default. */
+  fifos?: FifoMaker
 }
 
 /**
@@ -37,8 +47,14 @@ export interface InstanceIOSpec {
  */
 export async function openInstanceIO(spec: InstanceIOSpec) {
   const pipes = outputPipes(spec.pipes)
-  await makePipes(pipes)
-  const log = await ContainerLogWriter.open(spec.logPath, spec.rotation)
+  // The pipes and the log at once: each is a few file operations on libuv's threads, and neither needs the other.
+  const [made, opened] = await Promise.allSettled([makePipes(pipes, spec.fifos ?? sharedFifos), ContainerLogWriter.open(spec.logPath, spec.rotation)])
+  if (made.status === 'rejected' || opened.status === 'rejected') {
+    if (opened.status === 'fulfilled') opened.value.close()
+    if (made.status === 'fulfilled') removePipes(pipes)
+    throw made.status === 'rejected' ? made.reason : (opened as PromiseRejectedResult).reason
+  }
+  const log = opened.value
   const readers = {stdout: openReader(pipes.stdout), stderr: openReader(pipes.stderr)}
   const out: number = openSync(pipes.stdout, fsConstants.O_RDWR)
   const err: number = openSync(pipes.stderr, fsConstants.O_RDWR)
@@ -51,7 +67,7 @@ export async function openInstanceIO(spec: InstanceIOSpec) {
   return {pipes, readers, out, err, log, startedAt: new Date((spec.clock ?? RealClock).now()), abandon}
 }
 
-async function makePipes(pipes: OutputPipes): Promise<void> {
+async function makePipes(pipes: OutputPipes, fifos: FifoMaker): Promise<void> {
   await Promise.all([rm(pipes.stdout, {force: true}), rm(pipes.stderr, {force: true})])
   try {
     await fifos.make([pipes.stdout, pipes.stderr])

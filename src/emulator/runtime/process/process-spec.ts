@@ -2,7 +2,7 @@ import {constants} from 'node:os'
 import type {Clock} from '../../../common/clock.js'
 import type {LogRotation} from '../logs/writer.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
-import type {OutputPipes} from './instance-io.js'
+import type {FifoMaker, OutputPipes} from './instance-io.js'
 
 /** A container instance's timings (container-process.ts). How often a terminating process group is checked. */
 export const DefaultKillPollMs = 50
@@ -21,6 +21,8 @@ export interface SpawnSpec {
   /** Path prefix of the instance's output pipes (outputPipes). */
   pipes: string
   rotation?: LogRotation
+  /** The node's pipe maker, with its reserve (fifo.ts); a shared one without a reserve by default. */
+  fifos?: FifoMaker
   /** Keep a stdin pipe open for `kubectl attach` (the container's `stdin: true`). */
   stdin?: boolean
   /** Run on a pseudo-terminal (the container's `tty: true`): container-tty.ts. */
