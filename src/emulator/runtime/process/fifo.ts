@@ -134,7 +134,7 @@ export class FifoMaker {
     }
   }
 
-  /** Moves spare pipes to these paths, all or none (a rename that fails gives the rest back to the queue's way). */
+  /** Moves spare pipes to these paths; false when there are too few, or a rename failed (the reserve is then given up). */
   private take(paths: string[]): boolean {
     if (this.spares.length < paths.length) return false
     const taken = this.spares.splice(0, paths.length)
