@@ -1,4 +1,5 @@
 import type {Clock, ClockTimer} from '../../../common/clock.js'
+import {DefaultRefillHoldMs, RefillHolds} from '../../../common/refill-holds.js'
 import {SerialRunner} from '../../../common/serial-runner.js'
 import {Backoff} from '../../kube/backoff.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
@@ -26,7 +27,7 @@ export interface PoolEntryMaker<E> {
  * writes), but a start that hangs (a postStart hook that runs for minutes)
  * or a stop's long grace period must not keep the pool empty.
  */
-export const DefaultHoldMs = 10_000
+export const DefaultHoldMs = DefaultRefillHoldMs
 
 /** After a failed make, the next try waits 1 s, doubling to 5 min (a host that lost its plugins is not hammered). */
 export const PoolRetryInitialMs = 1_000
@@ -47,8 +48,7 @@ export class SandboxPool<E> {
   private readonly retry = new Backoff(PoolRetryInitialMs, PoolRetryMaxMs)
   private readonly runner: SerialRunner
   /** Pod starts under way, by token: when each began. */
-  private readonly holds = new Map<number, number>()
-  private holdTokens = 0
+  private readonly holds: RefillHolds
 
   constructor(
     private readonly maker: PoolEntryMaker<E>,
@@ -57,6 +57,7 @@ export class SandboxPool<E> {
     private readonly log: (line: string) => void = () => undefined,
   ) {
     this.runner = new SerialRunner(() => this.pass(), {active: () => !this.closed, idle: () => this.schedule()})
+    this.holds = new RefillHolds(() => this.clock.now(), DefaultHoldMs)
   }
 
   /** Starts the pool with the entries a previous run left ready (more than the cap are destroyed), then fills it. */
@@ -101,23 +102,10 @@ export class SandboxPool<E> {
    * needs the CPU as much.
    */
   holdRefill(): () => void {
-    const token = ++this.holdTokens
-    this.holds.set(token, this.clock.now())
-    return () => {
-      if (!this.holds.delete(token)) return
+    return this.holds.add(() => {
       this.sizing.noteHoldEnd(this.clock.now())
       this.schedule()
-    }
-  }
-
-  /**
-   * When the holds under way stop holding the refill (the earliest end of
-   * one); undefined when none holds it. A hold that ends first releases it
-   * sooner: its end schedules the pool again.
-   */
-  private holdsReleaseAt(now: number): number | undefined {
-    const ends = [...this.holds.values()].filter((began) => now - began < DefaultHoldMs).map((began) => began + DefaultHoldMs)
-    return ends.length > 0 ? Math.min(...ends) : undefined
+    })
   }
 
   figures(): SandboxPoolFigures {
@@ -140,7 +128,7 @@ export class SandboxPool<E> {
     while (!this.closed) {
       const now = this.clock.now()
       this.sizing.prune(now)
-      if (!this.sizing.quiet(now) || this.holdsReleaseAt(now) !== undefined) return
+      if (!this.sizing.quiet(now) || this.holds.releaseAt(now) !== undefined) return
       const target = this.sizing.target(now)
       if (this.ready.length > target) {
         await this.maker.destroy(this.ready.pop()!).catch(() => undefined)
@@ -172,7 +160,7 @@ export class SandboxPool<E> {
     this.timer = undefined
     if (this.closed || this.runner.running) return
     const now = this.clock.now()
-    const held = this.holdsReleaseAt(now)
+    const held = this.holds.releaseAt(now)
     const due = [this.sizing.nextChangeAt(now), this.ready.length < this.sizing.target(now) && this.retryAt > now ? this.retryAt : undefined, held].filter((t): t is number => t !== undefined)
     // Below the target and quiet already: fill now (a start that came during the last pass).
     if (this.ready.length !== this.sizing.target(now) && this.sizing.quiet(now) && held === undefined && now >= this.retryAt) due.push(now)

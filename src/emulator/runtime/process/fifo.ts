@@ -2,6 +2,7 @@ import {execa} from 'execa'
 import {mkdirSync, renameSync, rmSync} from 'node:fs'
 import {lstat} from 'node:fs/promises'
 import {join} from 'node:path'
+import {RefillHolds} from '../../../common/refill-holds.js'
 import {hostProgram} from './host-programs.js'
 
 /** At most this many pipes per mkfifo command line. */
@@ -19,8 +20,6 @@ export const DefaultSpareFifos = 256
 export const DefaultSpareQuietMs = 1_000
 /** Spares made per mkfifo run of a top-up: a start or stop that begins meanwhile waits for one run at most. */
 export const DefaultSpareRunSize = 64
-/** A start or a stop holds the top-up for at most this long (as it holds the warm pool's refill). */
-export const DefaultSpareHoldMs = 10_000
 /** The reserve's directory in a node's state dir. */
 export const SparePipesDir = 'pipes'
 
@@ -61,8 +60,8 @@ export class FifoMaker {
   private nextSpare = 0
   /** The top-up due once starts are quiet. */
   private quiet: NodeJS.Timeout | undefined
-  /** Pods starting or stopping (when each began): no top-up beside them. */
-  private readonly holds = new Set<{began: number}>()
+  /** Pods starting or stopping: no top-up beside them. */
+  private readonly holds = new RefillHolds(() => Date.now())
   /** mkfifo processes run so far. */
   runs = 0
 
@@ -98,21 +97,16 @@ export class FifoMaker {
 
   /**
    * A pod's start or stop is under way: the reserve is not topped up beside it (its mkfifo would take the CPU the
-   * pod's work needs), for at most DefaultSpareHoldMs. Returns the release.
+   * pod's work needs), for at most DefaultRefillHoldMs, as the warm pool's refill. Returns the release.
    */
   hold(): () => void {
-    const h = {began: Date.now()}
-    this.holds.add(h)
-    return () => {
-      if (!this.holds.delete(h)) return
+    return this.holds.add(() => {
       if (this.holds.size === 0) this.topUpIfLow()
-    }
+    })
   }
 
   private get held(): boolean {
-    const now = Date.now()
-    for (const h of this.holds) if (now - h.began < DefaultSpareHoldMs) return true
-    return false
+    return this.holds.releaseAt() !== undefined
   }
 
   /** Stops topping up and removes the spare pipes, once a top-up under way is over; requests already queued are still made. */
