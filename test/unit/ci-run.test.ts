@@ -125,6 +125,40 @@ describe('.ci/run: the counts', () => {
     expect(await runCi('typecheck-failed', {exitCode: 2})).toMatchObject({exitCode: 2, last: '0 passed, 1 failed'})
   })
 
+  test('each failed test is named, with the first lines of its failure, just above the counts', async () => {
+    const message = ['\x1b[31mError: timed out waiting for dev to say serving v1 on\x1b[39m', ...Array.from({length: 20}, (_, i) => `    at line ${i + 1}`)].join('\n')
+    const report = JSON.stringify({
+      numPassedTests: 1,
+      numFailedTests: 1,
+      numRuntimeErrorTestSuites: 1,
+      testResults: [
+        {
+          name: join(process.cwd(), 'test/e2e/cli-dev.test.ts'),
+          status: 'failed',
+          assertionResults: [
+            {fullName: 'kubectl vnode dev a save restarts it', status: 'failed', failureMessages: [message]},
+            {fullName: 'kubectl vnode dev bad inputs', status: 'passed', failureMessages: []},
+          ],
+        },
+        {name: join(process.cwd(), 'test/e2e/broken.test.ts'), status: 'failed', message: 'Test suite failed to run\n\nSyntaxError: nope', assertionResults: []},
+        {name: join(process.cwd(), 'test/e2e/fine.test.ts'), status: 'passed', assertionResults: [{fullName: 'fine', status: 'passed', failureMessages: []}]},
+      ],
+    })
+    const r = await runCi('failures-listed', {report, exitCode: 1})
+    const lines = r.stdout.trim().split('\n')
+    const listed = lines.slice(lines.findIndex((l) => l.startsWith('ci: failed: ')))
+    expect(listed).toEqual([
+      'ci: failed: test/e2e/cli-dev.test.ts > kubectl vnode dev a save restarts it',
+      '    Error: timed out waiting for dev to say serving v1 on',
+      ...Array.from({length: 7}, (_, i) => `        at line ${i + 1}`),
+      'ci: failed: test/e2e/broken.test.ts (the file failed outside its tests)',
+      '    Test suite failed to run',
+      '    SyntaxError: nope',
+      '1 passed, 2 failed',
+    ])
+    expect(r.exitCode).toBe(1)
+  })
+
   test('a suite that failed to run counts as a failure', async () => {
     const report = JSON.stringify({numPassedTests: 7, numFailedTests: 0, numRuntimeErrorTestSuites: 2})
     expect(await runCi('runtime-error', {report, exitCode: 1})).toMatchObject({exitCode: 1, last: '7 passed, 2 failed'})
