@@ -2,8 +2,7 @@ import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import type {CoreV1Event, V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {freePort} from '../../src/common/ports.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, startVnode, stopAllVnodes, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
+import {clients, createNamespace, deleteNamespace, describeE2e, kubectl, runDir, serverPort, startVnode, stopAllVnodes, type Clients, type VnodeProcess, uniqueName, waitFor} from './helpers.js'
 import {type BadInputCase, corpus, type Expectation} from './badinput-corpus.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 
@@ -34,7 +33,7 @@ describeE2e('bad input: a corpus of unusual pod specs, each with its own reason,
     writeFileSync(noExec, '#!/bin/sh\necho never\n', {mode: 0o644})
     const configMap = 'settings'
     await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: configMap}, data: {present: 'yes'}}})
-    cases = corpus({node, ns, noExec, closedPort: await freePort('127.0.0.1'), hostPort: await freePort('0.0.0.0'), configMap})
+    cases = corpus({node, ns, noExec, closedPort: await serverPort(), hostPort: await serverPort(), configMap})
     p = startVnode(node, ['--no-default-taint'])
     await p.ready()
   })

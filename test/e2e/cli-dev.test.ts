@@ -1,4 +1,4 @@
-import {afterAll, beforeAll, expect, test} from '@jest/globals'
+import {afterAll, afterEach, beforeAll, expect, test} from '@jest/globals'
 import type {V1Deployment} from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
@@ -7,7 +7,7 @@ import {join} from 'node:path'
 import {DevPodLabel, DevReplacedAnnotation, RestartAnnotation} from '../../src/common/labels.js'
 import {freePort} from '../../src/common/ports.js'
 import {cliPath} from './env.mjs'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, startVnode, stopAllVnodes, testEnv, testWhen, uniqueName, vnode, waitFor} from './helpers.js'
+import {clients, createNamespace, deleteNamespace, describeE2e, kubectl, serverPort, startVnode, stopAllVnodes, testEnv, testWhen, type Clients, uniqueName, vnode, waitFor} from './helpers.js'
 
 /** Is a program on PATH (the sandbox needs bwrap). */
 const onPath = (name: string) => (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, name)))
@@ -87,7 +87,7 @@ describeE2e('kubectl vnode dev', () => {
     await createNamespace(c.core, ns)
     await c.core.createNode({body: {metadata: {name: ghost}}})
     dir = mkdtempSync(join(tmpdir(), 'vnode-dev-'))
-    port = await freePort('0.0.0.0')
+    port = await serverPort()
     writeFileSync(join(dir, 'server.py'), serverSource('v1'))
     await c.core.createNamespacedConfigMap({namespace: ns, body: {metadata: {name: 'web-config'}, data: {GREETING: 'hello', PORT: String(port)}}})
     await c.core.createNamespacedSecret({namespace: ns, body: {metadata: {name: 'web-secret'}, stringData: {token: 's3cret'}}})
@@ -135,6 +135,19 @@ describeE2e('kubectl vnode dev', () => {
     await vnodeProcess.ready()
   })
 
+  // A test that failed half-way leaves its dev running, its pods and perhaps the Deployment at 0: ended here with
+  // dev's own --restore, so the next test starts from the file's state and the failure is reported once, by its test.
+  afterEach(async () => {
+    const left = running.filter((p) => p.child.exitCode === null)
+    if (left.length === 0 && (await devPods()).length === 0) return
+    for (const p of left) p.child.kill('SIGKILL')
+    await Promise.all(left.map((p) => p.child.catch(() => undefined)))
+    await vnode(['dev', '-n', ns, '--restore', 'deploy/web'])
+    // Dev pods of the other workloads (a pod's copy, the StatefulSet's, the Job's) are not deploy/web's to restore.
+    await c.core.deleteCollectionNamespacedPod({namespace: ns, labelSelector: `${DevPodLabel}=true`})
+    await waitFor(async () => (await c.core.listNamespacedPod({namespace: ns, labelSelector: `${DevPodLabel}=true`})).items.length === 0, "a failed test's dev pods gone", 60_000)
+  })
+
   afterAll(async () => {
     for (const p of running) if (p.child.exitCode === null) p.child.kill('SIGKILL')
     await Promise.all(running.map((p) => p.child.catch(() => undefined)))
@@ -145,7 +158,7 @@ describeE2e('kubectl vnode dev', () => {
   })
 
   test('dev deploy/web -- python3 server.py: a pod of the template on the node, the Service selects it, a save restarts it through the node, --port reaches it; the terminal closing deletes it', async () => {
-    const local = await freePort('127.0.0.1')
+    const local = await serverPort()
     const d = dev(['deploy/web', '--node', node, '--port', `${local}:${port}`, '--', 'python3', 'server.py'])
     await d.said('serving v1 on')
     const pod = await devPod()

@@ -4,39 +4,28 @@ import {execa, type ResultPromise} from 'execa'
 import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
 import {get} from 'node:http'
 import {request as httpsRequest} from 'node:https'
-import {createServer} from 'node:net'
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {
   clients,
-  type Clients,
   createNamespace,
   deleteNamespace,
   describeE2e,
   kubectl,
   processesMatching,
   runDir,
+  serverPort,
   startVnode,
   stopAllVnodes,
   testEnv,
-  uniqueName,
+  type Clients,
   type VnodeProcess,
+  uniqueName,
   waitFor,
 } from './helpers.js'
 
 const NODE = process.execPath
 const kubectlBin = () => join(process.env[E2eEnv.binDir]!, 'kubectl')
-
-/** A port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer()
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as {port: number}).port
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 function httpGet(port: number, path: string): Promise<{status: number; body: string}> {
   return new Promise((resolve, reject) => {
@@ -99,7 +88,7 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
     await createNamespace(c.core, ns)
     node = startVnode(name)
     await node.ready()
-    webPort = await freePort()
+    webPort = await serverPort()
     const pods = [
       pod('app', {command: [NODE, '-e', `let i=0;setInterval(()=>console.log('tick '+(++i)),150)`], env: [{name: 'FOO', value: 'bar'}]}),
       pod(
@@ -256,7 +245,7 @@ describeE2e('kubectl exec, attach and port-forward on a vnode', () => {
       ok.p.kill('SIGINT')
       await ok.p
     }
-    const closed = await freePort()
+    const closed = await serverPort()
     const bad = await forward(closed)
     try {
       await expect(httpGet(bad.local, '/')).rejects.toThrow()

@@ -1,8 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync, lstatSync, mkdirSync, readdirSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
-import {freePort} from '../../src/common/ports.js'
-import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {clients, createNamespace, deleteNamespace, describeE2e, kubectl, processesMatching, runDir, serverPort, startVnode, stopAllVnodes, type Clients, uniqueName, waitFor} from './helpers.js'
 import {containerStatus, createPod, nodeContainer, podOn, readPod, waitPod} from './faults-helpers.js'
 import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 import {DefaultSpareFifos, SparePipesDir} from '../../src/emulator/runtime/process/fifo.js'
@@ -35,7 +34,7 @@ describeE2e('restart and adoption: vnode killed with SIGKILL, then up again', ()
   })
 
   test('running processes are adopted (same pids, restartCount, status, probes, logs); lost ones restarted; deleted pods killed; a normal exit leaves nothing', async () => {
-    const port = await freePort('127.0.0.1')
+    const port = await serverPort()
     const first = startVnode(node, ['--no-default-taint'])
     await first.ready()
     const keep = podOn(node, ns, 'keep', [nodeContainer('app', crashOnceThenServe(mark('keep'), join(flags, 'keep'), port), {readinessProbe: {tcpSocket: {port}, periodSeconds: 1}})])

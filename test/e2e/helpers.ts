@@ -2,7 +2,8 @@ import {afterAll, beforeAll, describe, expect, test} from '@jest/globals'
 import type * as k8s from '@kubernetes/client-node'
 import {execa, type ResultPromise} from 'execa'
 import {randomBytes} from 'node:crypto'
-import {mkdirSync, mkdtempSync, readlinkSync, rmSync} from 'node:fs'
+import {closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readlinkSync, rmSync} from 'node:fs'
+import {createServer} from 'node:net'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {descendants, type ProcStat} from '../../src/emulator/runtime/process/proc.js'
@@ -129,6 +130,46 @@ export async function topNode(name: string, timeoutMs = 60_000): Promise<string>
 /** A DNS-1123 name unique to this run. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(3).toString('hex')}`
+}
+
+/** A test's own ports: below, the fixed ports of programs that chose theirs; from 30000, the cluster's NodePorts. */
+const ChosenPortsFrom = 20_000
+const ChosenPortsTo = 30_000
+
+/** The first port of the kernel's ephemeral range, which listen(0) and outgoing connections take theirs from. */
+function ephemeralPortsFrom(): number {
+  const range = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number)
+  return Number.isInteger(range[0]) ? range[0]! : 32_768
+}
+
+const listenable = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = createServer()
+    s.once('error', () => resolve(false))
+    s.listen(port, '0.0.0.0', () => s.close(() => resolve(true)))
+  })
+
+/**
+ * A TCP port for a server a test starts later on the host's network (a pod's, without the pod network): below the
+ * kernel's ephemeral range and the NodePorts, so no listen(0) and no outgoing connection of another file's vnode, test or the control
+ * plane takes it between the choice and the bind (a port of freePort() can be handed out again meanwhile); free on
+ * every address when chosen; and claimed for the run by a file in the run dir, so two files never choose the same.
+ */
+export async function serverPort(): Promise<number> {
+  const to = Math.min(ChosenPortsTo, ephemeralPortsFrom())
+  if (to - ChosenPortsFrom < 1_000) throw new Error(`no room for a test's own port below the ephemeral range (${to})`)
+  const claims = join(runDir(), 'ports')
+  mkdirSync(claims, {recursive: true})
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = ChosenPortsFrom + Math.floor(Math.random() * (to - ChosenPortsFrom))
+    try {
+      closeSync(openSync(join(claims, String(port)), 'wx'))
+    } catch {
+      continue
+    }
+    if (await listenable(port)) return port
+  }
+  throw new Error(`no free port in ${ChosenPortsFrom}-${to - 1} after 200 attempts`)
 }
 
 export function testEnv(): NodeJS.ProcessEnv {

@@ -1,20 +1,7 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {writeFileSync} from 'node:fs'
-import {createServer} from 'node:net'
 import {KubectlFixture, markedContainer, parseRow} from './kubectl-fixture.js'
-import {describeE2e, kubectl, stopAllVnodes, uniqueName} from './helpers.js'
-
-/** A loopback port nothing listens on (just released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const {port} = s.address() as {port: number}
-      s.close(() => resolve(port))
-    })
-  })
-}
+import {describeE2e, kubectl, serverPort, stopAllVnodes, uniqueName} from './helpers.js'
 
 /** Serves /healthz on argv[2] after 2 s: 200, or 503 once the file argv[3] exists. */
 const lateServer = `const fs = require('fs'); setTimeout(() => require('http').createServer((q, s) => { s.statusCode = fs.existsSync(process.argv[3]) ? 503 : 200; s.end('ok') }).listen(Number(process.argv[2]), '127.0.0.1'), 2000)`
@@ -32,7 +19,7 @@ describeE2e('kubectl: probes', () => {
 
   test('a readiness probe drives READY 0/1 -> 1/1 -> 0/1 without a restart', async () => {
     const marker = uniqueName('ready')
-    const port = await freePort()
+    const port = await serverPort()
     const unready = f.out('unready')
     const w = f.watch('ready')
     await f.create({
@@ -66,7 +53,7 @@ describeE2e('kubectl: probes', () => {
 
   test('a failing liveness probe restarts the container: Killing event, RESTARTS, lastState exit 143', async () => {
     const marker = uniqueName('live')
-    const port = await freePort()
+    const port = await serverPort()
     await f.create({
       metadata: {name: 'live'},
       spec: {
@@ -86,7 +73,7 @@ describeE2e('kubectl: probes', () => {
 
   test("a container its liveness probe kills restarts in the same step, as the kubelet's: twice at once, then CrashLoopBackOff", async () => {
     const marker = uniqueName('relive')
-    const port = await freePort()
+    const port = await serverPort()
     const w = f.watch('relive')
     await f.create({
       metadata: {name: 'relive'},

@@ -1,26 +1,13 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {chmodSync, existsSync, mkdirSync, statSync, writeFileSync} from 'node:fs'
-import {createServer} from 'node:net'
 import {join} from 'node:path'
 import {KubectlFixture, NODE} from './kubectl-fixture.js'
-import {describeE2e, kubectl, stopAllVnodes, testEnv, uniqueName, waitFor} from './helpers.js'
+import {describeE2e, kubectl, serverPort, stopAllVnodes, testEnv, uniqueName, waitFor} from './helpers.js'
 
 /** The label every node has with its own name; a workload selects the node of its file by it. */
 const HostnameLabel = 'kubernetes.io/hostname'
 
 const reportScript = `require('fs').writeFileSync(process.argv[1], JSON.stringify({env: process.env})); setInterval(() => {}, 1000)`
-
-/** A loopback port nothing listens on right now. */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const {port} = s.address() as {port: number}
-      s.close(() => resolve(port))
-    })
-  })
-}
 
 /** Everyday kubectl workflows: images without a command, the user's PATH, relative commands. */
 describeE2e('kubectl: images people use, the user toolchain, relative commands', () => {
@@ -55,7 +42,7 @@ describeE2e('kubectl: images people use, the user toolchain, relative commands',
   })
 
   test('kubectl create deployment --image=nginx runs the host nginx in the foreground, on its port, writing only in the pod', async () => {
-    const port = await freePort()
+    const port = await serverPort()
     const logsBefore = ['access.log', 'error.log'].map((n) => (existsSync(`/var/log/nginx/${n}`) ? statSync(`/var/log/nginx/${n}`).mtimeMs : 0))
     // Made with no replica, pinned to this node, then scaled: no pod of it is ever scheduled elsewhere.
     const r = await kubectl(['create', 'deployment', 'nginx', '--image=nginx', `--port=${port}`, '--replicas=0', '-n', f.ns])

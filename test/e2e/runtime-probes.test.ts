@@ -1,17 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
-import net from 'node:net'
 import {join} from 'node:path'
-import {describeE2e, runDir, waitFor} from './helpers.js'
+import {describeE2e, runDir, serverPort, waitFor} from './helpers.js'
 import {NODE, nodeContainer, RuntimeHarness} from './runtime-harness.js'
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise((r) => s.close(r))
-  return port
-}
 
 /** An HTTP server on PORT: /healthz 200 once `ready-after` ms have passed, 503 before. */
 const server = (port: number, readyAfterMs: number) =>
@@ -31,7 +22,7 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
   afterAll(() => h.tearDown())
 
   test('readiness httpGet: not ready while failing (Unhealthy events), ready after successThreshold successes', async () => {
-    const port = await freePort()
+    const port = await serverPort()
     await h.run({
       metadata: {name: 'ready'},
       spec: {
@@ -58,7 +49,7 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
   })
 
   test("readiness grpc: the standard health service's NOT_SERVING fails with the kubelet's message, SERVING makes it ready", async () => {
-    const port = await freePort()
+    const port = await serverPort()
     await h.run({
       metadata: {name: 'grpc'},
       spec: {
@@ -94,7 +85,7 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
   })
 
   test('startup probe (tcpSocket): liveness and readiness wait for it; started and ready follow; a startup failure restarts', async () => {
-    const port = await freePort()
+    const port = await serverPort()
     await h.run({
       metadata: {name: 'startup'},
       spec: {
@@ -145,7 +136,7 @@ describeE2e('runtime: probes and lifecycle hooks', () => {
   })
 
   test('initialDelaySeconds: no readiness probe before the delay', async () => {
-    const port = await freePort()
+    const port = await serverPort()
     await h.run({
       metadata: {name: 'delay'},
       spec: {

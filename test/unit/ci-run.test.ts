@@ -126,7 +126,7 @@ describe('.ci/run: the counts', () => {
   })
 
   test('each failed test is named, with the first lines of its failure, just above the counts', async () => {
-    const message = ['\x1b[31mError: timed out waiting for dev to say serving v1 on\x1b[39m', ...Array.from({length: 20}, (_, i) => `    at line ${i + 1}`)].join('\n')
+    const message = ['\x1b[31mError: timed out waiting for dev to say serving v1 on\x1b[39m', ...Array.from({length: 30}, (_, i) => `    at line ${i + 1}`)].join('\n')
     const report = JSON.stringify({
       numPassedTests: 1,
       numFailedTests: 1,
@@ -150,7 +150,7 @@ describe('.ci/run: the counts', () => {
     expect(listed).toEqual([
       'ci: failed: test/e2e/cli-dev.test.ts > kubectl vnode dev a save restarts it',
       '    Error: timed out waiting for dev to say serving v1 on',
-      ...Array.from({length: 7}, (_, i) => `        at line ${i + 1}`),
+      ...Array.from({length: 15}, (_, i) => `        at line ${i + 1}`),
       'ci: failed: test/e2e/broken.test.ts (the file failed outside its tests)',
       '    Test suite failed to run',
       '    SyntaxError: nope',
