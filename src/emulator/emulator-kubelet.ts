@@ -37,7 +37,7 @@ function kubeletSources(w: KubeletWiring): KubeletSources {
   const providerUsage = () => w.provider()?.usage?.() ?? []
   const usage = given.usage ?? providerUsage
   const isRunning = given.isRunning ?? (given.usage ? defaultRunningCheck(given.usage) : (pod: V1Pod) => defaultRunningCheck(w.provider()?.usage ? providerUsage : undefined)(pod))
-  return {pods: given.pods ?? w.pods, usage, isRunning, logs: w.logs, pool: given.pool ?? (() => w.provider()?.pool?.())}
+  return {pods: given.pods ?? w.pods, usage, isRunning, logs: w.logs, pool: given.pool ?? (() => w.provider()?.pool?.()), heapTrims: given.heapTrims ?? (() => w.provider()?.heapTrims?.())}
 }
 
 /** The kubelet HTTPS API on the port the node advertises, started. */

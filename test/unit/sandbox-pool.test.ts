@@ -341,6 +341,10 @@ describe('the warm pool: the chain split and the figures', () => {
     expect(text).toContain('vnode_sandbox_pool_leases_total{result="miss"} 7 1000')
     expect(text).toContain('vnode_sandbox_pool_cap_entries 16 1000')
     expect(poolMetrics(undefined)).not.toContain('vnode_sandbox_pool')
+    // The heap trims beside them, with a pool or without.
+    expect(poolMetrics(undefined, new Date(1000), 3)).toContain('vnode_heap_trims_total 3 1000')
+    expect(poolMetrics({ready: 0, making: 0, target: 0, floor: 0, cap: 0, hits: 0, misses: 0, failures: 0, broken: 0}, new Date(1000), 0)).toContain('vnode_heap_trims_total 0 1000')
+    expect(text).not.toContain('vnode_heap_trims_total')
     // Served at the kubelet's /metrics, authorized as its metrics subresource.
     expect(findRoute('/metrics')).toBe(MetricsRoute)
     expect(findRoute('/metrics/')).toBe(MetricsRoute)

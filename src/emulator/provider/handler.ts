@@ -55,6 +55,8 @@ export interface PodLifecycleHandler {
   usage?(): PodUsage[]
   /** The warm pool of pod sandboxes, when the provider keeps one (the kubelet API's /metrics, the UI). */
   pool?(): SandboxPoolFigures | undefined
+  /** Full collections run to give a burst's heap back (/metrics). */
+  heapTrims?(): number
   // A provider that keeps container logs also implements ContainerLogs (logs.ts), as one that streams implements ContainerStreaming.
 }
 

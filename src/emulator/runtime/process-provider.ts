@@ -25,6 +25,7 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs/w
 import {podSandbox} from './pod/record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
 import {removeTree} from '../../common/remove-tree.js'
+import {HeapTrim} from '../../common/heap-trim.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
@@ -110,6 +111,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   private mountBase: SandboxMountBase | undefined
   /** The instances' output pipes, a reserve of them made ahead in `<state>/pipes` (process/fifo.ts). */
   private readonly fifos: FifoMaker
+  /** The heap a burst of starts or stops grew is given back once they are over. */
+  private readonly heapTrim = new HeapTrim()
 
   constructor(
     private readonly ctx: ProviderContext,
@@ -280,13 +283,16 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.pods.delete(rt.uid)
   }
 
-  /** A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts), nor the pipes' reserve its spares. */
+  /**
+   * A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts), nor the pipes' reserve its
+   * spares, and the heap is trimmed only once none is under way.
+   */
   private async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
-    const release = this.fifos.hold()
+    const releases = [this.fifos.hold(), this.heapTrim.hold()]
     try {
       return await (this.opts.network ? this.opts.network.holdingRefill(work) : work())
     } finally {
-      release()
+      for (const release of releases) release()
     }
   }
 
@@ -317,6 +323,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   }
 
   /** The warm pool of pod network sandboxes; undefined without a pod network. */
+  heapTrims(): number {
+    return this.heapTrim.trims
+  }
+
   pool(): SandboxPoolFigures | undefined {
     return this.opts.network?.poolFigures()
   }
@@ -379,6 +389,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     await this.cgroups?.close()
     this.mountBase?.close()
     await this.fifos.close()
+    this.heapTrim.close()
     await this.opts.network?.close()
   }
 

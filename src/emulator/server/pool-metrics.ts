@@ -3,11 +3,23 @@ import {renderFamilies} from './metrics.js'
 
 /**
  * /metrics: the node's own figures in the Prometheus text format, as the
- * kubelet serves its own there. vnode's is the warm pool of pod sandboxes;
- * a node without a pool (no pod network) has none of these families.
+ * kubelet serves its own there. vnode's is the warm pool of pod sandboxes
+ * (a node without a pool, no pod network, has none of its families) and
+ * the full collections that gave a burst's heap back (heap-trim.ts).
  */
-export function poolMetrics(pool: SandboxPoolFigures | undefined, now = new Date()): string {
-  if (!pool) return renderFamilies([], now.getTime())
+export function poolMetrics(pool: SandboxPoolFigures | undefined, now = new Date(), heapTrims?: number): string {
+  const trims =
+    heapTrims === undefined
+      ? []
+      : [
+          {
+            name: 'vnode_heap_trims_total',
+            help: 'Full collections run once a burst of pod starts or stops was over, to give its heap back',
+            type: 'counter' as const,
+            samples: [{labels: {}, value: heapTrims}],
+          },
+        ]
+  if (!pool) return renderFamilies(trims, now.getTime())
   const gauge = (name: string, help: string, value: number) => ({name, help, type: 'gauge' as const, samples: [{labels: {}, value}]})
   return renderFamilies(
     [
@@ -34,6 +46,7 @@ export function poolMetrics(pool: SandboxPoolFigures | undefined, now = new Date
       },
       {name: 'vnode_sandbox_pool_failures_total', help: 'Pool entries that could not be made', type: 'counter', samples: [{labels: {}, value: pool.failures}]},
       {name: 'vnode_sandbox_pool_broken_total', help: 'Pool entries found unusable at lease (their namespace gone) and destroyed', type: 'counter', samples: [{labels: {}, value: pool.broken}]},
+      ...trims,
     ],
     now.getTime(),
   )

@@ -31,6 +31,8 @@ export interface KubeletSources {
   logs?: ContainerLogs
   /** The warm pool of pod sandboxes (/metrics); default, or undefined: no pool. */
   pool?: () => SandboxPoolFigures | undefined
+  /** Full collections the node ran after bursts (/metrics); default, or undefined: not served. */
+  heapTrims?: () => number | undefined
 }
 
 export {podKey}

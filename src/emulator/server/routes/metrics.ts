@@ -3,10 +3,10 @@ import {poolMetrics} from '../pool-metrics.js'
 import {send} from './respond.js'
 import {type PlainRoute, ReadMethods, withSlash} from './route.js'
 
-/** GET /metrics (the kubelet's own metrics endpoint): the node's warm pool of pod sandboxes. */
+/** GET /metrics (the kubelet's own metrics endpoint): the node's warm pool of pod sandboxes, its heap trims. */
 export const MetricsRoute: PlainRoute = {
   kind: 'plain',
   paths: withSlash('/metrics'),
   methods: ReadMethods,
-  serve: (_req, res, _url, ctx) => send(res, 200, poolMetrics(ctx.sources.pool?.()), MetricsContentType),
+  serve: (_req, res, _url, ctx) => send(res, 200, poolMetrics(ctx.sources.pool?.(), new Date(), ctx.sources.heapTrims?.()), MetricsContentType),
 }

@@ -1,0 +1,85 @@
+import {setFlagsFromString} from 'node:v8'
+import {runInNewContext} from 'node:vm'
+import {RefillHolds} from './refill-holds.js'
+
+/**
+ * How long after the last pod start or stop ends the heap is trimmed: past
+ * the status writes that report a burst (a relist, then a write per pod).
+ */
+export const DefaultHeapTrimQuietMs = 5_000
+
+/**
+ * V8's full collection as a function, or undefined where it cannot be had.
+ * A context made after the flag is set has `gc` (what jest does for its
+ * heap figures); the process keeps no other trace of the flag.
+ */
+export function fullCollection(): (() => void) | undefined {
+  try {
+    setFlagsFromString('--expose-gc')
+    const gc: unknown = runInNewContext('gc')
+    return typeof gc === 'function' ? () => (gc as () => void)() : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Gives the heap of a burst back once the node is quiet. A burst of pod
+ * starts or stops grows V8's heap by tens of MiB of short-lived objects;
+ * V8 returns it on its own only when it judges the process idle, which on
+ * a node with pods (probes, relists, watches) took 30 s and more, so a
+ * node that had just started 100 pods held twice the memory it needed.
+ * One full collection, run once no start or stop has been under way for
+ * quietMs (each new one puts it off), returns it in one pause of tens of
+ * milliseconds at a time nothing waits on the loop.
+ */
+export class HeapTrim {
+  private readonly holds: RefillHolds
+  private timer: NodeJS.Timeout | undefined
+  /** A start or stop happened since the last trim. */
+  private dirty = false
+  private closed = false
+  /** Collections run so far. */
+  trims = 0
+
+  constructor(
+    private readonly collect: (() => void) | undefined = fullCollection(),
+    private readonly quietMs = DefaultHeapTrimQuietMs,
+    now: () => number = Date.now,
+  ) {
+    this.holds = new RefillHolds(now)
+  }
+
+  /** A pod's start or stop begins; the returned function ends it (once). */
+  hold(): () => void {
+    this.dirty = true
+    this.disarm()
+    return this.holds.add(() => this.arm())
+  }
+
+  close(): void {
+    this.closed = true
+    this.disarm()
+    this.holds.clear()
+  }
+
+  private arm(): void {
+    this.disarm()
+    if (this.closed || !this.collect) return
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      // Still held (a start that hangs stops holding after DefaultRefillHoldMs): looked at again a quiet time later.
+      if (this.holds.releaseAt() !== undefined) return this.arm()
+      if (!this.dirty) return
+      this.dirty = false
+      this.trims++
+      this.collect!()
+    }, this.quietMs)
+    this.timer.unref()
+  }
+
+  private disarm(): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
+  }
+}

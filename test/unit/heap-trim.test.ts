@@ -1,0 +1,93 @@
+import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
+import {DefaultRefillHoldMs} from '../../src/common/refill-holds.js'
+import {DefaultHeapTrimQuietMs, fullCollection, HeapTrim} from '../../src/common/heap-trim.js'
+
+describe('HeapTrim: one full collection once starts and stops are quiet', () => {
+  let collected: number
+  const trim = (quietMs = DefaultHeapTrimQuietMs) =>
+    new HeapTrim(
+      () => collected++,
+      quietMs,
+      () => Date.now(),
+    )
+
+  beforeEach(() => {
+    jest.useFakeTimers({now: 1_000_000})
+    collected = 0
+  })
+  afterEach(() => {
+    jest.useRealTimers()
+  })
+
+  test('a burst of holds: one collection, quietMs after the last one ended, none before', () => {
+    const t = trim()
+    const ends = Array.from({length: 100}, () => t.hold())
+    jest.advanceTimersByTime(DefaultRefillHoldMs / 4)
+    expect(collected).toBe(0)
+    for (const end of ends.slice(0, 99)) end()
+    jest.advanceTimersByTime(DefaultRefillHoldMs / 4)
+    // One still under way holds it.
+    expect(collected).toBe(0)
+    ends[99]!()
+    ends[99]!()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs - 1)
+    expect(collected).toBe(0)
+    jest.advanceTimersByTime(1)
+    expect(collected).toBe(1)
+    expect(t.trims).toBe(1)
+    // Quiet with nothing new: no more collections.
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs * 10)
+    expect(collected).toBe(1)
+  })
+
+  test('a start within the quiet time puts the collection off until it is over', () => {
+    const t = trim()
+    t.hold()()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs - 100)
+    const end = t.hold()
+    jest.advanceTimersByTime(200)
+    expect(collected).toBe(0)
+    end()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
+    expect(collected).toBe(1)
+    // The next burst gets its own.
+    t.hold()()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
+    expect(collected).toBe(2)
+  })
+
+  test('a hold that never ends stops holding after DefaultRefillHoldMs', () => {
+    const t = trim()
+    t.hold()
+    t.hold()()
+    jest.advanceTimersByTime(DefaultRefillHoldMs - 1)
+    expect(collected).toBe(0)
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs + 1)
+    expect(collected).toBe(1)
+  })
+
+  test('closed: nothing is collected, and no timer is left', () => {
+    const t = trim()
+    t.hold()()
+    t.close()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs * 2)
+    expect(collected).toBe(0)
+    expect(jest.getTimerCount()).toBe(0)
+  })
+})
+
+describe('fullCollection', () => {
+  test("is V8's full collection: the garbage made just before it is gone after it", () => {
+    const collect = fullCollection()
+    expect(typeof collect).toBe('function')
+    collect!()
+    const base = process.memoryUsage().heapUsed
+    const holder: {junk?: unknown[]} = {junk: Array.from({length: 300_000}, (_, i) => ({i, s: `x${i}`}))}
+    const grown = process.memoryUsage().heapUsed - base
+    expect(grown).toBeGreaterThan(10 * 1024 * 1024)
+    delete holder.junk
+    collect!()
+    // A young-generation scavenge alone would leave what already reached the old generation.
+    expect(process.memoryUsage().heapUsed - base).toBeLessThan(grown / 4)
+  })
+})
