@@ -1,4 +1,5 @@
 import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
+import {getHeapSpaceStatistics} from 'node:v8'
 import {DefaultRefillHoldMs} from '../../src/common/refill-holds.js'
 import {DefaultHeapTrimQuietMs, fullCollection, HeapTrim} from '../../src/common/heap-trim.js'
 
@@ -77,6 +78,8 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
 })
 
 describe('fullCollection', () => {
+  const oldSpace = () => getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_size
+
   test("is V8's full collection: the garbage made just before it is gone after it", () => {
     const collect = fullCollection()
     expect(typeof collect).toBe('function')
@@ -89,5 +92,22 @@ describe('fullCollection', () => {
     collect!()
     // A young-generation scavenge alone would leave what already reached the old generation.
     expect(process.memoryUsage().heapUsed - base).toBeLessThan(grown / 4)
+  })
+
+  test("gives the old generation's pages back, not only its objects", async () => {
+    const collect = fullCollection()!
+    collect()
+    const base = oldSpace()
+    // Garbage that lived long enough to be promoted: kept across turns of the loop, as a burst's requests are.
+    const kept: unknown[][] = []
+    for (let round = 0; round < 20; round++) {
+      kept.push(Array.from({length: 50_000}, (_, i) => ({i, s: `y${i}`, a: [i]})))
+      await new Promise((r) => setImmediate(r))
+    }
+    const grown = oldSpace() - base
+    expect(grown).toBeGreaterThan(20 * 1024 * 1024)
+    kept.length = 0
+    collect()
+    expect(oldSpace() - base).toBeLessThan(grown / 4)
   })
 })
