@@ -240,7 +240,9 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
         expect((await execa('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], {reject: false})).exitCode).toBe(0)
         mounted = true
         writeFileSync(join(dir, 'marker'), 'on the new mount')
-        // The first start after the change, and one after that (from the base made again), both see the mount's file.
+        // The first start after the change, and one after that, both see the mount's file, and both begin from a base made
+        // again (no network namespace file in their mount table), not from the host's namespace, where a namespace removed
+        // while bwrap binds /run fails its setup.
         for (const name of ['mounted-1', 'mounted-2']) {
           const pod = {
             apiVersion: 'v1',
@@ -257,6 +259,9 @@ describeHostE2e('pod network: a namespace and an address per pod', () => {
           await waitFor(async () => (await c.core.readNamespacedPod({namespace: ns, name})).status?.containerStatuses?.[0]?.state?.running, `${name} running`, 60_000, 250)
           const r = await execIn(name, [NODE, '-e', "process.stdout.write(require('fs').readFileSync('/m/marker', 'utf8'))"])
           expect(r.stdout).toBe('on the new mount')
+          const table = await execIn(name, [NODE, '-e', "process.stdout.write(require('fs').readFileSync('/proc/self/mountinfo', 'utf8'))"])
+          expect(table.stdout).toContain(' /m ')
+          expect(nsfsMounts(table.stdout)).toEqual([])
         }
       } finally {
         await kubectl(['delete', '-n', ns, 'pod/mounted-1', 'pod/mounted-2', '--wait=false', '--ignore-not-found'])

@@ -35,7 +35,7 @@ export interface ContainerRuntimeDeps {
   /** The node's maker of the instances' output pipes, with its reserve of pipes made ahead. */
   fifos?: FifoMaker
   /** The mount namespace a sandboxed start with these binds begins from (sandbox/mount-base.ts); the host's when undefined. */
-  mountBase?: (binds: readonly {source: string}[]) => string | undefined
+  mountBase?: (binds: readonly {source: string}[]) => Promise<string | undefined> | undefined
 }
 
 /** How far a pod is towards its end. */

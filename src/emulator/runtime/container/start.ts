@@ -110,7 +110,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       fifos: deps.fifos,
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
-      sandbox: config.view && withMountBase(config.view, deps.mountBase?.(config.view.binds)),
+      sandbox: config.view && withMountBase(config.view, await deps.mountBase?.(config.view.binds)),
       clock: host.clock,
       lookPeriodMs: deps.sync.relistPeriodMs,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself

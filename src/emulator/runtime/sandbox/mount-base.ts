@@ -112,14 +112,37 @@ export class SandboxMountBase {
    * unless a bind shows what the base lacks, or the host's mounts changed
    * since it was made (a new one is then made for the next starts), or no
    * holder runs: then the host's (undefined).
+   *
+   * A start that finds the base stale (the host's mounts changed) or gone
+   * waits for the one made now, from the host's mounts of now: from the
+   * host's namespace, bwrap would bind /run with every network namespace
+   * file below it, and a pool entry or a pod's namespace removed meanwhile
+   * fails its setup ("Can't bind mount ... remount ...: No such file or
+   * directory"). Only where no base can be made does it start there.
    */
-  pathFor(binds: readonly {source: string}[]): string | undefined {
-    const h = this.current
-    if (!h || h.exited || this.stale(h, recentMountTable())) {
+  async pathFor(binds: readonly {source: string}[]): Promise<string | undefined> {
+    const h = await this.fresh()
+    return h && !bindsLackedDir(binds, h.lacked) ? `/proc/${h.pid}/ns/mnt` : undefined
+  }
+
+  /**
+   * The base with the host's mounts as of this start: the current one, or
+   * one made after it began. A remake already under way read the host's
+   * mounts before: when it is stale too, one more is made and taken (a
+   * mount made while that one is made may be in it or not, as for any start
+   * beside a mount). Undefined when none could be made.
+   */
+  private async fresh(): Promise<Holder | undefined> {
+    let h = this.current
+    for (let round = 0; round < 2; round++) {
+      if (h && !h.exited && !this.stale(h, recentMountTable())) return h
+      const before = h
       this.remake()
-      return undefined
+      await this.making
+      h = this.current
+      if (!h || h === before || h.exited) return undefined
     }
-    return bindsLackedDir(binds, h.lacked) ? undefined : `/proc/${h.pid}/ns/mnt`
+    return h
   }
 
   /** Whether the host's mounts are no longer those the holder copied; a table the same as the last one read is not parsed again. */
