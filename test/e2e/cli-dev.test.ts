@@ -223,6 +223,7 @@ describeE2e('kubectl vnode dev', () => {
     d.child.kill('SIGINT')
     expect(await d.exitCode()).toBe(0)
     expect(d.err).toContain('deployment/web scaled back to 1')
+    expect(await devPods()).toEqual([])
     const restored = await deployment()
     expect(restored.spec!.replicas).toBe(1)
     expect(restored.metadata!.annotations?.[DevReplacedAnnotation]).toBeUndefined()
