@@ -37,9 +37,9 @@ export function fullCollection(): (() => void) | undefined {
  * V8 returns it on its own only when it judges the process idle, which on
  * a node with pods (probes, relists, watches) took 30 s and more, so a
  * node that had just started 100 pods held twice the memory it needed.
- * One full collection, run once no start or stop has been under way for
- * quietMs (each new one puts it off), returns it in one pause of tens of
- * milliseconds at a time nothing waits on the loop.
+ * A trim (fullCollection), run once no start or stop has been under way
+ * for quietMs (each new one puts it off), returns most of it in one pause
+ * of tens of milliseconds at a time nothing waits on the loop.
  */
 export class HeapTrim {
   private readonly holds: RefillHolds

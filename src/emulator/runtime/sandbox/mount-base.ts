@@ -109,16 +109,15 @@ export class SandboxMountBase {
 
   /**
    * The namespace a container with these binds starts from: the base,
-   * unless a bind shows what the base lacks, or the host's mounts changed
-   * since it was made (a new one is then made for the next starts), or no
-   * holder runs: then the host's (undefined).
+   * unless a bind shows what the base lacks, or no base can be made: then
+   * the host's (undefined).
    *
-   * A start that finds the base stale (the host's mounts changed) or gone
-   * waits for the one made now, from the host's mounts of now: from the
-   * host's namespace, bwrap would bind /run with every network namespace
-   * file below it, and a pool entry or a pod's namespace removed meanwhile
-   * fails its setup ("Can't bind mount ... remount ...: No such file or
-   * directory"). Only where no base can be made does it start there.
+   * A start that finds the base stale (the host's mounts changed since it
+   * was made) or gone waits for the one made now, from the host's mounts of
+   * now: from the host's namespace, bwrap would bind /run with every network
+   * namespace file below it, and a pool entry or a pod's namespace removed
+   * meanwhile fails its setup ("Can't bind mount ... remount ...: No such
+   * file or directory").
    */
   async pathFor(binds: readonly {source: string}[]): Promise<string | undefined> {
     const h = await this.fresh()
