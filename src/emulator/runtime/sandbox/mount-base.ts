@@ -26,9 +26,9 @@ import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
  * ones) are compared with the base's at each start: where the host's root
  * mount is private, no change reaches the base by propagation, so one that
  * changed (a disk mounted, /run/netns made a mount by the first `ip netns
- * add`) makes a new base, and the old one goes. Until it is ready, and
- * whenever no holder runs, starts begin from the host's namespace, as
- * before, and nothing else changes.
+ * add`) makes a new base, which the start that found the change waits for,
+ * and the old one goes. Until the first is ready, and where none can be
+ * made, starts begin from the host's namespace, and nothing else changes.
  * A container that binds a directory the base lacks (a hostPath volume of
  * /run/netns, or of /) starts from the host's namespace too: it asked for
  * the host's files there, and gets them as a kubelet's container would.
