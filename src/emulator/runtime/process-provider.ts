@@ -322,11 +322,12 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     return podsUsage([...this.pods.values()], this.cgroups)
   }
 
-  /** The warm pool of pod network sandboxes; undefined without a pod network. */
+  /** Full collections run to give a burst's heap back (/metrics). */
   heapTrims(): number {
     return this.heapTrim.trims
   }
 
+  /** The warm pool of pod network sandboxes; undefined without a pod network. */
   pool(): SandboxPoolFigures | undefined {
     return this.opts.network?.poolFigures()
   }
