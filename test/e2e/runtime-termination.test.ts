@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {existsSync, mkdtempSync, readFileSync} from 'node:fs'
+import {existsSync, mkdtempSync, readFileSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {describeE2e, processesMatching, runDir, uniqueName, waitFor} from './helpers.js'
 import {NODE, nodeContainer, RuntimeHarness} from './runtime-harness.js'
@@ -48,8 +48,10 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
     const mark = uniqueName('exited')
     const childMark = uniqueName('exited-child')
     const hookFile = join(out, 'exited-prestop')
+    const goFile = join(out, 'exited-go')
     // The child leaves the group and keeps the container's stdout open: the instance's output drains for up to 2 s after its main process is gone.
-    const leaver = `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${childMark}*/setInterval(()=>{},1000)'],{detached:true,stdio:['ignore','inherit','inherit']}).unref();setTimeout(()=>process.exit(1),300)`
+    // The main process exits when the test says so, once the test knows its pid.
+    const leaver = `/*${mark}*/require('child_process').spawn('${NODE}',['-e','/*${childMark}*/setInterval(()=>{},1000)'],{detached:true,stdio:['ignore','inherit','inherit']}).unref();setInterval(()=>{if(require('fs').existsSync('${goFile}'))process.exit(1)},20)`
     const pod = await h.run({
       metadata: {name: 'exited'},
       spec: {
@@ -62,15 +64,22 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
         ],
       },
     })
-    const [child] = await waitFor(
+    const child = await waitFor(
       async () => {
-        const c = await processesMatching(childMark)
-        return c.length === 1 && (await processesMatching(`/*${mark}*/`)).length === 0 ? c : undefined
+        // Its own argv: the leaver's carries the child's program too.
+        const c = await processesMatching(`-e /*${childMark}*/`)
+        return c.length === 1 ? c[0] : undefined
       },
-      'the leaver gone and its child running',
+      "the leaver's child running",
       20_000,
       20,
     )
+    // Its main process and whatever of the runtime carries its argv: the node has seen the exit once the last of them is reaped (gone from /proc, not a zombie).
+    const leaverPids = await processesMatching(`/*${mark}*/`, {withRuntime: true})
+    expect(leaverPids.length).toBeGreaterThan(0)
+    writeFileSync(goFile, '')
+    await waitFor(() => leaverPids.every((pid) => !existsSync(`/proc/${pid}`)) || undefined, "the leaver's main process reaped", 20_000, 20)
+    expect(await processesMatching(`-e /*${childMark}*/`)).toEqual([child])
     try {
       await h.provider.deletePod(pod, 5)
       // The running container's Killing is the sign that the node's events of this stop are written.
