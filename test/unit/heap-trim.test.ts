@@ -67,9 +67,25 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
     expect(collected).toBe(1)
   })
 
+  test("trimWhenQuiet: the node's own start is trimmed once quiet, put off by a start as a burst is", () => {
+    const t = trim()
+    t.trimWhenQuiet()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs - 100)
+    expect(collected).toBe(0)
+    const end = t.hold()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
+    expect(collected).toBe(0)
+    end()
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
+    expect(collected).toBe(1)
+    jest.advanceTimersByTime(DefaultHeapTrimQuietMs * 10)
+    expect(collected).toBe(1)
+  })
+
   test('closed: nothing is collected, and no timer is left', () => {
     const t = trim()
     t.hold()()
+    t.trimWhenQuiet()
     t.close()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs * 2)
     expect(collected).toBe(0)

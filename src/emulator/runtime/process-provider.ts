@@ -121,6 +121,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.images = opts.images ?? defaultImageMap()
     this.fifos = nodeFifoMaker(ctx.stateDir)
     this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
+    // The node's start is a burst of its own.
+    this.heapTrim.trimWhenQuiet()
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
         this.images = m.over(defaultImageMap())
