@@ -73,10 +73,15 @@ export async function stopAllVnodes() {
   await Promise.all([...started].map((n) => n.stop()))
 }
 
-/** node's argv for `kubectl vnode up` of a bench node (BENCH_CPU_PROF=<dir>: with a V8 CPU profile). */
+/** The plugin's argv for `kubectl vnode up` of a bench node: the file itself, as kubectl runs it (its first line chooses node's environment). */
 function upArgv(cluster, name, stateDir, args) {
-  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : []
-  return [...profile, cli, 'up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args]
+  return ['up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args]
+}
+
+/** The environment of a bench node: BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each (node's options, through NODE_OPTIONS). */
+function upEnv(env = process.env) {
+  if (!process.env.BENCH_CPU_PROF) return env
+  return {...env, NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}`.trim()}
 }
 
 /**
@@ -87,9 +92,9 @@ export async function startVnodeTui(cluster, name, args = []) {
   const {spawn: spawnPty} = await import('@lydell/node-pty')
   const stateDir = join(cluster.dir, 'nodes', name)
   recordNodes(name, stateDir, args)
-  const env = {...process.env, TERM: 'xterm-256color'}
+  const env = upEnv({...process.env, TERM: 'xterm-256color'})
   delete env.CI
-  const term = spawnPty(process.execPath, upArgv(cluster, name, stateDir, args), {cols: 120, rows: 40, env})
+  const term = spawnPty(cli, upArgv(cluster, name, stateDir, args), {cols: 120, rows: 40, env})
   let screen = ''
   term.onData((d) => (screen = (screen + d).slice(-20_000)))
   const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))
@@ -122,7 +127,7 @@ export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
   recordNodes(name, stateDir, args)
   // The flags are the caller's: a mode of modes.mjs, or none for the node as users run it.
-  const child = spawn(process.execPath, upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]), {stdio: ['ignore', 'pipe', 'pipe']})
+  const child = spawn(cli, upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]), {stdio: ['ignore', 'pipe', 'pipe'], env: upEnv()})
   const lines = []
   let buf = ''
   child.stdout.on('data', (d) => {
