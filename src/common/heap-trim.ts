@@ -1,6 +1,6 @@
 import {setFlagsFromString} from 'node:v8'
 import {runInNewContext} from 'node:vm'
-import {RefillHolds} from './refill-holds.js'
+import type {RefillHolds} from './refill-holds.js'
 
 /**
  * How long after the last pod start or stop ends the heap is trimmed: past
@@ -42,7 +42,7 @@ export function fullCollection(): (() => void) | undefined {
  * of tens of milliseconds at a time nothing waits on the loop.
  */
 export class HeapTrim {
-  private readonly holds: RefillHolds
+  private readonly unlisten: () => void
   private timer: NodeJS.Timeout | undefined
   /** A start or stop happened since the last trim. */
   private dirty = false
@@ -51,18 +51,18 @@ export class HeapTrim {
   trims = 0
 
   constructor(
+    /** The pod starts and stops under way (process-provider.ts holds them). */
+    private readonly holds: RefillHolds,
     private readonly collect: (() => void) | undefined = fullCollection(),
     private readonly quietMs = DefaultHeapTrimQuietMs,
-    now: () => number = Date.now,
   ) {
-    this.holds = new RefillHolds(now)
-  }
-
-  /** A pod's start or stop begins; the returned function ends it (once). */
-  hold(): () => void {
-    this.dirty = true
-    this.disarm()
-    return this.holds.add(() => this.arm())
+    this.unlisten = holds.listen({
+      began: () => {
+        this.dirty = true
+        this.disarm()
+      },
+      ended: () => this.arm(),
+    })
   }
 
   /**
@@ -79,7 +79,7 @@ export class HeapTrim {
   close(): void {
     this.closed = true
     this.disarm()
-    this.holds.clear()
+    this.unlisten()
   }
 
   private arm(): void {

@@ -1,16 +1,16 @@
 import {afterEach, beforeEach, describe, expect, jest, test} from '@jest/globals'
 import {getHeapSpaceStatistics} from 'node:v8'
-import {DefaultRefillHoldMs} from '../../src/common/refill-holds.js'
+import {DefaultRefillHoldMs, RefillHolds} from '../../src/common/refill-holds.js'
 import {DefaultHeapTrimQuietMs, fullCollection, HeapTrim} from '../../src/common/heap-trim.js'
 
 describe('HeapTrim: one full collection once starts and stops are quiet', () => {
   let collected: number
-  const trim = (quietMs = DefaultHeapTrimQuietMs) =>
-    new HeapTrim(
-      () => collected++,
-      quietMs,
-      () => Date.now(),
-    )
+  /** The pod starts and stops under way, as the provider holds them. */
+  let holds: RefillHolds
+  const trim = (quietMs = DefaultHeapTrimQuietMs) => {
+    holds = new RefillHolds(() => Date.now())
+    return new HeapTrim(holds, () => collected++, quietMs)
+  }
 
   beforeEach(() => {
     jest.useFakeTimers({now: 1_000_000})
@@ -22,7 +22,7 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
 
   test('a burst of holds: one collection, quietMs after the last one ended, none before', () => {
     const t = trim()
-    const ends = Array.from({length: 100}, () => t.hold())
+    const ends = Array.from({length: 100}, () => holds.add())
     jest.advanceTimersByTime(DefaultRefillHoldMs / 4)
     expect(collected).toBe(0)
     for (const end of ends.slice(0, 99)) end()
@@ -42,25 +42,25 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
   })
 
   test('a start within the quiet time puts the collection off until it is over', () => {
-    const t = trim()
-    t.hold()()
+    trim()
+    holds.add()()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs - 100)
-    const end = t.hold()
+    const end = holds.add()
     jest.advanceTimersByTime(200)
     expect(collected).toBe(0)
     end()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
     expect(collected).toBe(1)
     // The next burst gets its own.
-    t.hold()()
+    holds.add()()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
     expect(collected).toBe(2)
   })
 
   test('a hold that never ends stops holding after DefaultRefillHoldMs', () => {
-    const t = trim()
-    t.hold()
-    t.hold()()
+    trim()
+    holds.add()
+    holds.add()()
     jest.advanceTimersByTime(DefaultRefillHoldMs - 1)
     expect(collected).toBe(0)
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs + 1)
@@ -72,7 +72,7 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
     t.trimWhenQuiet()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs - 100)
     expect(collected).toBe(0)
-    const end = t.hold()
+    const end = holds.add()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs)
     expect(collected).toBe(0)
     end()
@@ -84,9 +84,11 @@ describe('HeapTrim: one full collection once starts and stops are quiet', () => 
 
   test('closed: nothing is collected, and no timer is left', () => {
     const t = trim()
-    t.hold()()
+    holds.add()()
     t.trimWhenQuiet()
     t.close()
+    // It no longer listens: a hold that ends later arms nothing.
+    holds.add()()
     jest.advanceTimersByTime(DefaultHeapTrimQuietMs * 2)
     expect(collected).toBe(0)
     expect(jest.getTimerCount()).toBe(0)

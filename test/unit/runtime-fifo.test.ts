@@ -3,6 +3,7 @@ import {existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writ
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {FifoMaker} from '../../src/emulator/runtime/process/fifo.js'
+import {RefillHolds} from '../../src/common/refill-holds.js'
 
 describe('FifoMaker', () => {
   test('a burst of requests becomes a few mkfifo runs; every pipe is a 0600 FIFO; a bad path fails only its own request', async () => {
@@ -117,9 +118,10 @@ describe('FifoMaker', () => {
   test('a pod starting or stopping holds the top-up; its release lets it go once quiet', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'vnode-fifo-'))
     try {
-      const maker = new FifoMaker(256, {dir: join(dir, 'pipes'), size: 4, quietMs: 10})
+      const holds = new RefillHolds(() => Date.now())
+      const maker = new FifoMaker(256, {dir: join(dir, 'pipes'), size: 4, quietMs: 10}, holds)
       await maker.prepare()
-      const release = maker.hold()
+      const release = holds.add()
       await maker.make([join(dir, 'a.out'), join(dir, 'a.err')])
       await maker.make([join(dir, 'b.out'), join(dir, 'b.err')])
       await new Promise((r) => setTimeout(r, 100))

@@ -1,7 +1,8 @@
 import {describe, expect, test} from '@jest/globals'
 import {conflist, podIndependentChain, podSpecificChain} from '../../src/emulator/runtime/network/config.js'
 import {DefaultPoolCap, DefaultPoolFloor, DefaultPoolMemoryMs, DefaultPoolWindowMs, poolCapFor, PoolSizing} from '../../src/emulator/runtime/network/pool-sizing.js'
-import {DefaultHoldMs, PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
+import {PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
+import {DefaultRefillHoldMs, RefillHolds} from '../../src/common/refill-holds.js'
 import {subresourcesFor} from '../../src/emulator/server/auth.js'
 import {poolMetrics} from '../../src/emulator/server/pool-metrics.js'
 import {MetricsRoute} from '../../src/emulator/server/routes/metrics.js'
@@ -44,8 +45,9 @@ function pool(opts: {floor?: number; cap?: number} = {}) {
   const maker = new FakeMaker()
   // A burst is remembered as long as it is counted: these tests are of the pool, not of its memory.
   const sizing = new PoolSizing({floor: opts.floor ?? 1, cap: opts.cap ?? 4, windowMs: window, memoryMs: window, quietMs: quiet})
-  const p = new SandboxPool<number>(maker, sizing, clock)
-  return {clock, maker, sizing, p}
+  const holds = new RefillHolds(() => clock.now())
+  const p = new SandboxPool<number>(maker, sizing, clock, holds)
+  return {clock, maker, sizing, p, holds}
 }
 
 describe('the warm pool: sizing from the start rate', () => {
@@ -196,10 +198,10 @@ describe('the warm pool: leasing', () => {
   })
 
   test("a start under way holds the refill past its lease's quiet: entries are made once it ended and the quiet after it passed", async () => {
-    const {clock, maker, p} = pool({floor: 1, cap: 4})
+    const {clock, maker, p, holds} = pool({floor: 1, cap: 4})
     await p.start()
     await settle()
-    const ends = Array.from({length: 3}, () => p.holdRefill())
+    const ends = Array.from({length: 3}, () => holds.add())
     for (let i = 0; i < 3; i++) p.lease()
     await clock.advance(quiet * 4)
     // The leases are long quiet, but the starts (their sandboxes) go on: nothing is made beside them.
@@ -217,17 +219,18 @@ describe('the warm pool: leasing', () => {
     await p.close()
   })
 
-  test('a start that hangs holds the refill for DefaultHoldMs at most', async () => {
+  test('a start that hangs holds the refill for DefaultRefillHoldMs at most', async () => {
     const clock = new FakeClock()
     const maker = new FakeMaker()
     // The burst is remembered past the hold, so the target is still the burst when the hold ends.
-    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 4, windowMs: 6 * DefaultHoldMs, memoryMs: 6 * DefaultHoldMs, quietMs: quiet}), clock)
+    const holds = new RefillHolds(() => clock.now())
+    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 4, windowMs: 6 * DefaultRefillHoldMs, memoryMs: 6 * DefaultRefillHoldMs, quietMs: quiet}), clock, holds)
     await p.start()
     await settle()
-    const end = p.holdRefill()
+    const end = holds.add()
     p.lease()
     p.lease()
-    await clock.advance(DefaultHoldMs - 1)
+    await clock.advance(DefaultRefillHoldMs - 1)
     expect(maker.next).toBe(1)
     await clock.advance(1)
     expect(p.figures()).toMatchObject({ready: 2, target: 2})
@@ -290,7 +293,7 @@ describe('the warm pool: leasing', () => {
   })
 
   test('close destroys every entry it holds and the one being made, and leases nothing after', async () => {
-    const {clock, maker, p} = pool({floor: 0, cap: 3})
+    const {clock, maker, p, holds} = pool({floor: 0, cap: 3})
     await p.start()
     for (let i = 0; i < 3; i++) p.lease()
     await clock.advance(quiet)
@@ -306,6 +309,8 @@ describe('the warm pool: leasing', () => {
     // The one leased is the caller's; every other is gone.
     expect(maker.alive.size).toBe(1)
     expect(p.lease()).toBeUndefined()
+    // It no longer listens to the node's starts and stops: one that ends schedules nothing.
+    holds.add()()
     expect(clock.pending).toBe(0)
   })
 
@@ -314,7 +319,7 @@ describe('the warm pool: leasing', () => {
     const maker = new FakeMaker()
     for (let i = 0; i < 5; i++) void maker.make()
     await settle()
-    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 3, windowMs: window, quietMs: quiet}), clock)
+    const p = new SandboxPool<number>(maker, new PoolSizing({floor: 1, cap: 3, windowMs: window, quietMs: quiet}), clock, new RefillHolds(() => clock.now()))
     await p.start([1, 2, 3, 4, 5])
     await settle()
     // Two over the cap at once; then, above the target (the floor), the quiet node shrinks the three kept to it.

@@ -26,6 +26,7 @@ import {podSandbox} from './pod/record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
 import {removeTree} from '../../common/remove-tree.js'
 import {HeapTrim} from '../../common/heap-trim.js'
+import {RefillHolds} from '../../common/refill-holds.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
@@ -111,15 +112,23 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   private mountBase: SandboxMountBase | undefined
   /** The instances' output pipes, a reserve of them made ahead in `<state>/pipes` (process/fifo.ts). */
   private readonly fifos: FifoMaker
+  /**
+   * The pod starts and stops under way: held around each, heard by the
+   * node's background work (the warm pool, the spare pipes, the heap trim).
+   * The pod network's, when there is one: its pool was made with them.
+   */
+  private readonly podWork: RefillHolds
   /** The heap a burst of starts or stops grew is given back once they are over. */
-  private readonly heapTrim = new HeapTrim()
+  private readonly heapTrim: HeapTrim
 
   constructor(
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
     this.images = opts.images ?? defaultImageMap()
-    this.fifos = nodeFifoMaker(ctx.stateDir)
+    this.podWork = opts.network?.refillHolds ?? new RefillHolds(() => Date.now())
+    this.fifos = nodeFifoMaker(ctx.stateDir, this.podWork)
+    this.heapTrim = new HeapTrim(this.podWork)
     this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
     // The node's start is a burst of its own.
     this.heapTrim.trimWhenQuiet()
@@ -290,11 +299,11 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
    * spares, and the heap is trimmed only once none is under way.
    */
   private async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
-    const releases = [this.fifos.hold(), this.heapTrim.hold()]
+    const release = this.podWork.add()
     try {
-      return await (this.opts.network ? this.opts.network.holdingRefill(work) : work())
+      return await work()
     } finally {
-      for (const release of releases) release()
+      release()
     }
   }
 

@@ -3,6 +3,7 @@ import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import {RealClock, type Clock} from '../../../common/clock.js'
+import {RefillHolds} from '../../../common/refill-holds.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
 import {cniAdd, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
 import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
@@ -98,6 +99,12 @@ export class PodNetwork {
   private bridgeReady: Promise<void> | undefined
   private readonly entries: EntryContext
   private readonly pool: SandboxPool<NetworkEntry> | undefined
+  /**
+   * The pod starts and stops under way, which the warm pool's refill waits
+   * for: the node's one such signal (the provider holds it around each
+   * start and stop, and its other background work listens to it too).
+   */
+  readonly refillHolds: RefillHolds
 
   constructor(opts: PodNetworkOptions) {
     const podCidr = isIpv4Cidr(opts.podCidr) ? opts.podCidr : defaultPodCidr(opts.nodeName)
@@ -122,8 +129,10 @@ export class PodNetwork {
     }
     // A cap given is the user's; the default one leaves the node's pods their addresses.
     const sizing = new PoolSizing({...opts.pool, cap: opts.pool?.cap ?? poolCapFor(DefaultPoolCap, podCidr, opts.pool?.maxPods)})
+    const clock = opts.clock ?? RealClock
+    this.refillHolds = new RefillHolds(() => clock.now())
     if (sizing.cap > 0) {
-      this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, opts.clock ?? RealClock, opts.log)
+      this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, clock, this.refillHolds, opts.log)
     }
   }
 
@@ -176,16 +185,6 @@ export class PodNetwork {
       if (rec?.containerId) leased.add(rec.containerId)
     }
     await this.pool.start(await reclaimEntries(this.entries, leased))
-  }
-
-  /** A pod's start, until it is seen, or its stop, until its sandbox is gone: the pool makes no entry beside it (sandbox-pool.ts). */
-  async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
-    const ended = this.pool?.holdRefill()
-    try {
-      return await work()
-    } finally {
-      ended?.()
-    }
   }
 
   /** The pool's figures; undefined without a pool. */

@@ -1,5 +1,5 @@
 import type {Clock, ClockTimer} from '../../../common/clock.js'
-import {DefaultRefillHoldMs, RefillHolds} from '../../../common/refill-holds.js'
+import type {RefillHolds} from '../../../common/refill-holds.js'
 import {SerialRunner} from '../../../common/serial-runner.js'
 import {Backoff} from '../../kube/backoff.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
@@ -20,15 +20,6 @@ export interface PoolEntryMaker<E> {
   destroy(entry: E): Promise<void>
 }
 
-/**
- * A pod's start or stop under way holds the refill this long at most: a
- * refill's plugins take the CPU a burst's sandboxes need (its starts' or
- * its deletions': the kills, the networks' removal, the final status
- * writes), but a start that hangs (a postStart hook that runs for minutes)
- * or a stop's long grace period must not keep the pool empty.
- */
-export const DefaultHoldMs = DefaultRefillHoldMs
-
 /** After a failed make, the next try waits 1 s, doubling to 5 min (a host that lost its plugins is not hammered). */
 export const PoolRetryInitialMs = 1_000
 export const PoolRetryMaxMs = 300_000
@@ -47,17 +38,29 @@ export class SandboxPool<E> {
   private timer: ClockTimer | undefined
   private readonly retry = new Backoff(PoolRetryInitialMs, PoolRetryMaxMs)
   private readonly runner: SerialRunner
-  /** Pod starts under way, by token: when each began. */
-  private readonly holds: RefillHolds
+  private readonly unlisten: () => void
 
   constructor(
     private readonly maker: PoolEntryMaker<E>,
     private readonly sizing: PoolSizing,
     private readonly clock: Clock,
+    /**
+     * The pod starts and stops under way (process-provider.ts holds them around each: a start's sandbox, its
+     * containers' spawns, until its start is seen; a stop's kill and its sandbox's removal). The pool makes no entry
+     * while one is, nor in the quiet time after the last one ends: a burst's starts outlast its leases by the time its
+     * sandboxes take, and a burst of deletions, which often follows a burst of starts at once (a rollout, a test's
+     * teardown), needs the CPU as much.
+     */
+    private readonly holds: RefillHolds,
     private readonly log: (line: string) => void = () => undefined,
   ) {
     this.runner = new SerialRunner(() => this.pass(), {active: () => !this.closed, idle: () => this.schedule()})
-    this.holds = new RefillHolds(() => this.clock.now(), DefaultHoldMs)
+    this.unlisten = holds.listen({
+      ended: () => {
+        this.sizing.noteHoldEnd(this.clock.now())
+        this.schedule()
+      },
+    })
   }
 
   /** Starts the pool with the entries a previous run left ready (more than the cap are destroyed), then fills it. */
@@ -90,22 +93,6 @@ export class SandboxPool<E> {
     else this.hits++
     this.schedule()
     return e
-  }
-
-  /**
-   * A pod's start (its sandbox, its containers' spawns, until its start is
-   * seen) or stop (its kill, its sandbox's removal) begins; the returned
-   * function ends it. The pool makes no entry while one is under way, nor
-   * in the quiet time after the last one ends: a burst's starts outlast its
-   * leases by the time its sandboxes take, and a burst of deletions, which
-   * often follows a burst of starts at once (a rollout, a test's teardown),
-   * needs the CPU as much.
-   */
-  holdRefill(): () => void {
-    return this.holds.add(() => {
-      this.sizing.noteHoldEnd(this.clock.now())
-      this.schedule()
-    })
   }
 
   figures(): SandboxPoolFigures {
@@ -178,6 +165,7 @@ export class SandboxPool<E> {
   /** The node stops: no entry is made any more, every entry held is destroyed. */
   async close(): Promise<void> {
     this.closed = true
+    this.unlisten()
     this.clock.clearTimeout(this.timer)
     this.timer = undefined
     await this.runner.running?.catch(() => undefined)

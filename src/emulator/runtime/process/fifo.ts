@@ -60,15 +60,25 @@ export class FifoMaker {
   private nextSpare = 0
   /** The top-up due once starts are quiet. */
   private quiet: NodeJS.Timeout | undefined
-  /** Pods starting or stopping: no top-up beside them. */
-  private readonly holds = new RefillHolds(() => Date.now())
+  private readonly unlisten: () => void
   /** mkfifo processes run so far. */
   runs = 0
 
   constructor(
     private readonly batchSize = DefaultFifoBatchSize,
     private readonly reserve?: FifoReserve,
-  ) {}
+    /**
+     * Pods starting or stopping (process-provider.ts holds them): the reserve is not topped up beside them (its mkfifo
+     * would take the CPU the pods' work needs), for at most DefaultRefillHoldMs, as the warm pool's refill.
+     */
+    private readonly holds = new RefillHolds(() => Date.now()),
+  ) {
+    this.unlisten = holds.listen({
+      ended: () => {
+        if (this.holds.size === 0) this.topUpIfLow()
+      },
+    })
+  }
 
   /** Spare pipes ready to be taken. */
   get reserved(): number {
@@ -95,16 +105,6 @@ export class FifoMaker {
     })
   }
 
-  /**
-   * A pod's start or stop is under way: the reserve is not topped up beside it (its mkfifo would take the CPU the
-   * pod's work needs), for at most DefaultRefillHoldMs, as the warm pool's refill. Returns the release.
-   */
-  hold(): () => void {
-    return this.holds.add(() => {
-      if (this.holds.size === 0) this.topUpIfLow()
-    })
-  }
-
   private get held(): boolean {
     return this.holds.releaseAt() !== undefined
   }
@@ -114,7 +114,7 @@ export class FifoMaker {
     this.closed = true
     clearTimeout(this.quiet)
     this.quiet = undefined
-    this.holds.clear()
+    this.unlisten()
     this.spares.length = 0
     await this.refilling
     if (this.reserve) rmSync(this.reserve.dir, {recursive: true, force: true})

@@ -5,6 +5,7 @@ import {Readable} from 'node:stream'
 import {join} from 'node:path'
 import {DefaultFifoBatchSize, FifoMaker, fifos as sharedFifos, SparePipesDir} from './fifo.js'
 import {RealClock, type Clock} from '../../../common/clock.js'
+import type {RefillHolds} from '../../../common/refill-holds.js'
 import {ContainerLogWriter, type LogRotation} from '../logs/writer.js'
 
 /**
@@ -18,9 +19,9 @@ export interface OutputPipes {
   stderr: string
 }
 
-/** A node's maker of output pipes, with its reserve in `<stateDir>/pipes` (fifo.ts). */
-export function nodeFifoMaker(stateDir: string): FifoMaker {
-  return new FifoMaker(DefaultFifoBatchSize, {dir: join(stateDir, SparePipesDir)})
+/** A node's maker of output pipes, with its reserve in `<stateDir>/pipes` (fifo.ts), topped up when no pod start or stop holds it. */
+export function nodeFifoMaker(stateDir: string, holds: RefillHolds): FifoMaker {
+  return new FifoMaker(DefaultFifoBatchSize, {dir: join(stateDir, SparePipesDir)}, holds)
 }
 
 export type {FifoMaker}
