@@ -30,39 +30,32 @@ describeE2e("the node gives a burst's heap back once it is quiet", () => {
     await kubectl(['delete', 'node', node, '--ignore-not-found'])
   })
 
+  /** Waits for a trim past `before`, then idles twice the quiet time: no more come. The count after it. */
+  async function trimThenNone(before: number, what: string): Promise<number> {
+    const after = await waitFor(
+      async () => {
+        const n = await heapTrims(node)
+        return n > before ? n : undefined
+      },
+      what,
+      DefaultHeapTrimQuietMs * 4,
+      500,
+    )
+    await new Promise((r) => setTimeout(r, DefaultHeapTrimQuietMs * 2))
+    expect(await heapTrims(node)).toBe(after)
+    return after
+  }
+
   test("the node's own start, a burst of starts, then one of deletions: a full collection after each, none while the node idles", async () => {
     // Its start (modules, first lists) is a burst of its own: one trim once quiet.
-    const afterStartup = await waitFor(async () => (await heapTrims(node)) || undefined, "a trim after the node's start", DefaultHeapTrimQuietMs * 4, 500)
-    await new Promise((r) => setTimeout(r, DefaultHeapTrimQuietMs * 2))
-    expect(await heapTrims(node)).toBe(afterStartup)
+    const afterStartup = await trimThenNone(0, "a trim after the node's start")
     const names = Array.from({length: Pods}, (_, i) => `p${i}`)
     await Promise.all(names.map((n) => createPod(c.core, podOn(node, ns, n, [nodeContainer('app', 'setInterval(()=>{},1000)')]))))
     for (const n of names) await waitPod(c.core, ns, n, (p) => !!containerStatus(p, 'app')?.state?.running, 'running', 60_000)
-    // One per burst; a loaded host that spread the starts over more than the quiet time may run one more.
-    const afterStarts = await waitFor(
-      async () => {
-        const n = await heapTrims(node)
-        return n > afterStartup ? n : undefined
-      },
-      'a trim after the starts',
-      DefaultHeapTrimQuietMs * 4,
-      500,
-    )
-    // Idle with its pods running (relists, status syncs): nothing more to give back.
-    await new Promise((r) => setTimeout(r, DefaultHeapTrimQuietMs * 2))
-    expect(await heapTrims(node)).toBe(afterStarts)
-
+    // One per burst (a loaded host that spread the starts over more than the quiet time may run one more); then, idle with
+    // its pods running (relists, status syncs), nothing more to give back.
+    const afterStarts = await trimThenNone(afterStartup, 'a trim after the starts')
     await kubectl(['delete', 'pods', '--all', '-n', ns, '--wait=true', '--timeout=90s'])
-    const afterDeletes = await waitFor(
-      async () => {
-        const n = await heapTrims(node)
-        return n > afterStarts ? n : undefined
-      },
-      'a trim after the deletions',
-      DefaultHeapTrimQuietMs * 4,
-      500,
-    )
-    await new Promise((r) => setTimeout(r, DefaultHeapTrimQuietMs * 2))
-    expect(await heapTrims(node)).toBe(afterDeletes)
+    await trimThenNone(afterStarts, 'a trim after the deletions')
   })
 })
