@@ -1,17 +1,8 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
 import {readFileSync} from 'node:fs'
+import {processEnv} from '../../src/emulator/runtime/pod/adoption.js'
 import {containerStatus, createPod, podOn, waitPod} from './faults-helpers.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubectl, nodeContainer, processesMatching, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
-
-/** A process's environment, from /proc. */
-function environOf(pid: number): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const kv of readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')) {
-    const i = kv.indexOf('=')
-    if (i > 0) out[kv.slice(0, i)] = kv.slice(i + 1)
-  }
-  return out
-}
 
 /**
  * The plugin's entry (bin/kubectl-vnode, what kubectl runs) starts node in
@@ -39,7 +30,7 @@ describeE2e("the plugin's entry: node's environment", () => {
     await vnode.ready()
     // The pid kubectl started is node's: sh exec'd it in its place.
     expect(readFileSync(`/proc/${vnode.pid}/comm`, 'utf8').trim()).toBe('node')
-    expect(environOf(vnode.pid).MALLOC_ARENA_MAX).toBe('1')
+    expect(processEnv(vnode.pid).MALLOC_ARENA_MAX).toBe('1')
 
     const mark = uniqueName('entryenv-pod')
     await createPod(c.core, podOn(node, ns, 'env', [nodeContainer('app', `/*${mark}*/setInterval(()=>{},1000)`)]))
@@ -48,7 +39,7 @@ describeE2e("the plugin's entry: node's environment", () => {
       const pids = await processesMatching(mark)
       return pids.length === 1 ? pids : undefined
     }, "the pod's process")
-    const env = environOf(pid!)
+    const env = processEnv(pid!)
     expect(env.HOSTNAME).toBe('env')
     expect(env).not.toHaveProperty('MALLOC_ARENA_MAX')
   })
@@ -56,6 +47,6 @@ describeE2e("the plugin's entry: node's environment", () => {
   test("a caller's own MALLOC_ARENA_MAX is kept", async () => {
     const vnode = startVnode(own, ['--no-default-taint'], {MALLOC_ARENA_MAX: '4'})
     await vnode.ready()
-    expect(environOf(vnode.pid).MALLOC_ARENA_MAX).toBe('4')
+    expect(processEnv(vnode.pid).MALLOC_ARENA_MAX).toBe('4')
   })
 })

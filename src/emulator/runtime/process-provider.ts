@@ -16,7 +16,6 @@ import {attachToProcess} from './container/attach.js'
 import {dialInNetns} from './network/port-dial.js'
 import {ExecGroups, startExec} from './container/exec.js'
 import type {ContainerProcess} from './process/container-process.js'
-import {nodeFifoMaker, type FifoMaker} from './process/instance-io.js'
 import {DefaultCrashLoopTiming, type CrashLoopTiming} from './container/crash-loop.js'
 import type {NodeFacts} from './env/env.js'
 import {ImageMap} from './images/image-map.js'
@@ -25,8 +24,7 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs/w
 import {podSandbox} from './pod/record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
 import {removeTree} from '../../common/remove-tree.js'
-import {HeapTrim} from '../../common/heap-trim.js'
-import {RefillHolds} from '../../common/refill-holds.js'
+import {PodWork} from './pod-work.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
@@ -110,28 +108,16 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   readonly cgroups: NodeCgroups | undefined
   /** As root in a sandbox: the mount namespace sandboxed starts begin from (sandbox/mount-base.ts). */
   private mountBase: SandboxMountBase | undefined
-  /** The instances' output pipes, a reserve of them made ahead in `<state>/pipes` (process/fifo.ts). */
-  private readonly fifos: FifoMaker
-  /**
-   * The pod starts and stops under way: held around each, heard by the
-   * node's background work (the warm pool, the spare pipes, the heap trim).
-   * The pod network's, when there is one: its pool was made with them.
-   */
-  private readonly podWork: RefillHolds
-  /** The heap a burst of starts or stops grew is given back once they are over. */
-  private readonly heapTrim: HeapTrim
+  /** The node's work beside its pods' (the pool's refill, the pipes' reserve, the heap trim), held off by their starts and stops. */
+  private readonly podWork: PodWork
 
   constructor(
     private readonly ctx: ProviderContext,
     private readonly opts: ProcessProviderOptions = {},
   ) {
     this.images = opts.images ?? defaultImageMap()
-    this.podWork = opts.network?.refillHolds ?? new RefillHolds(() => Date.now())
-    this.fifos = nodeFifoMaker(ctx.stateDir, this.podWork)
-    this.heapTrim = new HeapTrim(this.podWork)
+    this.podWork = new PodWork(ctx.stateDir, opts.network)
     this.tokens = new ServiceAccountTokens(ctx.core, {now: opts.tokenClock})
-    // The node's start is a burst of its own.
-    this.heapTrim.trimWhenQuiet()
     if (!opts.images && opts.imagesFile) {
       this.loaded = ImageMap.load(opts.imagesFile).then((m) => {
         this.images = m.over(defaultImageMap())
@@ -183,7 +169,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       if (this.closed) this.mountBase?.close()
       await this.adoptRecorded()
       // In the background: a start before the reserve is made has its pipes made as it comes.
-      if (!this.closed) void this.fifos.prepare().catch((error: unknown) => this.opts.log?.(`cannot make spare output pipes: ${(error as Error).message}`))
+      if (!this.closed) void this.podWork.fifos.prepare().catch((error: unknown) => this.opts.log?.(`cannot make spare output pipes: ${(error as Error).message}`))
       // After the pods' adoption: entries a pod's record names are the pod's, the others are reclaimed or destroyed.
       await this.opts.network?.startPool()
     })()
@@ -226,7 +212,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     const rt = this.newRuntime(pod)
     this.pods.set(rt.uid, rt)
     // Until its start is seen, the warm pool does not refill beside it (a refill's plugins take the CPU its sandbox needs).
-    await this.holdingRefill(() => rt.start())
+    await this.podWork.holding(() => rt.start())
   }
 
   private rotation(): LogRotation {
@@ -265,7 +251,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
       beforeExec: this.opts.beforeExec,
       mountBase: (binds) => this.mountBase?.pathFor(binds),
-      fifos: this.fifos,
+      fifos: this.podWork.fifos,
       notify: (p) => this.callback(p),
     })
   }
@@ -284,27 +270,14 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   async deletePod(pod: V1Pod, gracePeriodSeconds: number): Promise<void> {
     const rt = this.find(pod)
     if (!rt) throw notFound(`pod ${pod.metadata?.namespace}/${pod.metadata?.name} is not running on this node`)
-    await this.holdingRefill(() => rt.terminate(gracePeriodSeconds, {deleted: !!pod.metadata?.deletionTimestamp}))
+    await this.podWork.holding(() => rt.terminate(gracePeriodSeconds, {deleted: !!pod.metadata?.deletionTimestamp}))
   }
 
   async cleanupPod(pod: V1Pod): Promise<void> {
     const rt = this.find(pod)
     if (!rt) return
-    await this.holdingRefill(() => rt.cleanup())
+    await this.podWork.holding(() => rt.cleanup())
     this.pods.delete(rt.uid)
-  }
-
-  /**
-   * A pod's start or stop: the warm pool makes no entry beside it (network/sandbox-pool.ts), nor the pipes' reserve its
-   * spares, and the heap is trimmed only once none is under way.
-   */
-  private async holdingRefill<T>(work: () => Promise<T>): Promise<T> {
-    const release = this.podWork.add()
-    try {
-      return await work()
-    } finally {
-      release()
-    }
   }
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
@@ -335,7 +308,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
 
   /** Full collections run to give a burst's heap back (/metrics). */
   heapTrims(): number {
-    return this.heapTrim.trims
+    return this.podWork.heapTrims
   }
 
   /** The warm pool of pod network sandboxes; undefined without a pod network. */
@@ -400,8 +373,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.pods.clear()
     await this.cgroups?.close()
     this.mountBase?.close()
-    await this.fifos.close()
-    this.heapTrim.close()
+    await this.podWork.close()
     await this.opts.network?.close()
   }
 
