@@ -24,6 +24,7 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs/w
 import {podSandbox} from './pod/record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
 import {removeTree} from '../../common/remove-tree.js'
+import {spreadSubdirectories} from '../../common/spread-dirs.js'
 import {PodWork} from './pod-work.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
@@ -156,7 +157,10 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
 
   async ready(): Promise<void> {
     await this.loaded
-    await mkdir(join(this.ctx.stateDir, 'pods'), {recursive: true, mode: 0o700})
+    const trees = [join(this.ctx.stateDir, 'pods'), join(this.ctx.stateDir, 'logs')]
+    for (const dir of trees) await mkdir(dir, {recursive: true, mode: 0o700})
+    // Each pod's directory and logs in a block group of their own (spread-dirs.ts: a burst's inode allocations on ext4).
+    await spreadSubdirectories(trees)
     try {
       const fs = statfsSync(this.ctx.stateDir)
       this.node.ephemeralStorageBytes = fs.blocks * fs.bsize
