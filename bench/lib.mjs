@@ -78,10 +78,14 @@ function upArgv(cluster, name, stateDir, args) {
   return ['up', '--name', name, '--port', '0', '--state-dir', stateDir, '--kubeconfig', cluster.kubeconfig, ...args]
 }
 
-/** The environment of a bench node: BENCH_CPU_PROF=<dir> writes a V8 CPU profile of each (node's options, through NODE_OPTIONS). */
-function upEnv(env = process.env) {
-  if (!process.env.BENCH_CPU_PROF) return env
-  return {...env, NODE_OPTIONS: `${env.NODE_OPTIONS ?? ''} --cpu-prof --cpu-prof-dir=${process.env.BENCH_CPU_PROF}`.trim()}
+/**
+ * How a bench node is started: the plugin file, as kubectl runs it. With BENCH_CPU_PROF=<dir>, node itself runs
+ * the file with --cpu-prof (node refuses it in NODE_OPTIONS), in the environment the file's launcher line gives it.
+ */
+function upCommand(argv, env = process.env) {
+  const dir = process.env.BENCH_CPU_PROF
+  if (!dir) return {file: cli, args: argv, env}
+  return {file: process.execPath, args: ['--cpu-prof', `--cpu-prof-dir=${dir}`, cli, ...argv], env: {...env, MALLOC_ARENA_MAX: env.MALLOC_ARENA_MAX ?? '1'}}
 }
 
 /**
@@ -92,9 +96,10 @@ export async function startVnodeTui(cluster, name, args = []) {
   const {spawn: spawnPty} = await import('@lydell/node-pty')
   const stateDir = join(cluster.dir, 'nodes', name)
   recordNodes(name, stateDir, args)
-  const env = upEnv({...process.env, TERM: 'xterm-256color'})
+  const env = {...process.env, TERM: 'xterm-256color'}
   delete env.CI
-  const term = spawnPty(cli, upArgv(cluster, name, stateDir, args), {cols: 120, rows: 40, env})
+  const up = upCommand(upArgv(cluster, name, stateDir, args), env)
+  const term = spawnPty(up.file, up.args, {cols: 120, rows: 40, env: up.env})
   let screen = ''
   term.onData((d) => (screen = (screen + d).slice(-20_000)))
   const exited = new Promise((r) => term.onExit(({exitCode}) => r(exitCode)))
@@ -127,7 +132,8 @@ export function startVnode(cluster, name, args = []) {
   const stateDir = join(cluster.dir, 'nodes', name)
   recordNodes(name, stateDir, args)
   // The flags are the caller's: a mode of modes.mjs, or none for the node as users run it.
-  const child = spawn(cli, upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]), {stdio: ['ignore', 'pipe', 'pipe'], env: upEnv()})
+  const up = upCommand(upArgv(cluster, name, stateDir, ['--no-tui', '-o', 'json', ...args]))
+  const child = spawn(up.file, up.args, {stdio: ['ignore', 'pipe', 'pipe'], env: up.env})
   const lines = []
   let buf = ''
   child.stdout.on('data', (d) => {
