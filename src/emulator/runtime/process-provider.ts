@@ -155,19 +155,20 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     return p
   }
 
+  /** Once (every createPod waits for it): the state dir's trees, the node's storage, adoption, the pipes and the pool. */
   async ready(): Promise<void> {
     await this.loaded
-    const trees = [join(this.ctx.stateDir, 'pods'), join(this.ctx.stateDir, 'logs')]
-    for (const dir of trees) await mkdir(dir, {recursive: true, mode: 0o700})
-    // Each pod's directory and logs in a block group of their own (spread-dirs.ts: a burst's inode allocations on ext4).
-    await spreadSubdirectories(trees)
-    try {
-      const fs = statfsSync(this.ctx.stateDir)
-      this.node.ephemeralStorageBytes = fs.blocks * fs.bsize
-    } catch {
-      /* unknown */
-    }
     this.adopted ??= (async () => {
+      const trees = [join(this.ctx.stateDir, 'pods'), join(this.ctx.stateDir, 'logs')]
+      for (const dir of trees) await mkdir(dir, {recursive: true, mode: 0o700})
+      // Each pod's directory and logs in a block group of their own (spread-dirs.ts: a burst's inode allocations on ext4).
+      await spreadSubdirectories(trees)
+      try {
+        const fs = statfsSync(this.ctx.stateDir)
+        this.node.ephemeralStorageBytes = fs.blocks * fs.bsize
+      } catch {
+        /* unknown */
+      }
       this.cgroups?.setUp()
       if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log)
       if (this.closed) this.mountBase?.close()
