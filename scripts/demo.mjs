@@ -10,9 +10,10 @@ import {dirname, join} from 'node:path'
 import {fileURLToPath} from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+// The plugin file itself, as kubectl runs it: its first lines give node the environment it runs in (one malloc arena).
 const cli = join(root, 'bin', 'kubectl-vnode')
-const run = (args) => execFileSync(process.execPath, [cli, ...args], {stdio: 'inherit'})
-const capture = (args) => execFileSync(process.execPath, [cli, ...args], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit']})
+const run = (args) => execFileSync(cli, args, {stdio: 'inherit'})
+const capture = (args) => execFileSync(cli, args, {encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit']})
 const say = (line = '') => process.stdout.write(`${line}\n`)
 
 const planOnly = process.argv.includes('--plan')
@@ -26,7 +27,7 @@ const given = (flag) => {
 const modeFlags = ['--sandbox', '--cgroups', '--pod-network'].flatMap((f) => (given(f) === undefined ? [] : [f, given(f)]))
 
 // What this host gives, before anything is built: doctor's own verdicts (this host only; the cluster is the demo's).
-const probe = spawnSync(process.execPath, [cli, 'doctor', '--host-only', '-o', 'json', ...modeFlags], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit']})
+const probe = spawnSync(cli, ['doctor', '--host-only', '-o', 'json', ...modeFlags], {encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit']})
 let report
 try {
   report = JSON.parse(probe.stdout)
@@ -40,7 +41,7 @@ const network = check['pod-network'].verdict === 'ok' && given('--pod-network') 
 const doctorArgs = ['doctor', '--host-only', ...modeFlags, ...network]
 
 say('demo: what this host gives a pod (kubectl vnode doctor --host-only):')
-const doctor = spawnSync(process.execPath, [cli, ...doctorArgs], {stdio: 'inherit'})
+const doctor = spawnSync(cli, doctorArgs, {stdio: 'inherit'})
 const fix = (c) => {
   const f = c.fix ?? {}
   const command = (report.host.family && f.byFamily?.[report.host.family]) || f.command || Object.values(f.byFamily ?? {})[0]
@@ -94,9 +95,9 @@ try {
 }
 say('demo: starting vnode-demo in')
 say(report.mode)
-const node = spawn(process.execPath, [cli, 'up', '--name', 'vnode-demo', ...network, ...upArgs], {stdio: 'inherit', env})
+const node = spawn(cli, ['up', '--name', 'vnode-demo', ...network, ...upArgs], {stdio: 'inherit', env})
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => node.kill(sig))
 node.on('exit', (code) => {
-  process.stdout.write(`\nthe control plane is still running: export KUBECONFIG=${kubeconfig}\nstop it with: node bin/kubectl-vnode cluster down\n`)
+  process.stdout.write(`\nthe control plane is still running: export KUBECONFIG=${kubeconfig}\nstop it with: bin/kubectl-vnode cluster down\n`)
   process.exit(code ?? 0)
 })
