@@ -4,7 +4,7 @@ import {DefaultPoolCap, DefaultPoolFloor, DefaultPoolMemoryMs, DefaultPoolWindow
 import {PoolRetryInitialMs, SandboxPool} from '../../src/emulator/runtime/network/sandbox-pool.js'
 import {DefaultRefillHoldMs, RefillHolds} from '../../src/common/refill-holds.js'
 import {subresourcesFor} from '../../src/emulator/server/auth.js'
-import {poolMetrics} from '../../src/emulator/server/pool-metrics.js'
+import {nodeMetrics} from '../../src/emulator/server/node-metrics.js'
 import {MetricsRoute} from '../../src/emulator/server/routes/metrics.js'
 import {findRoute} from '../../src/emulator/server/routes/table.js'
 import {FakeClock, settle} from './fake-clock.js'
@@ -341,14 +341,14 @@ describe('the warm pool: the chain split and the figures', () => {
   })
 
   test('/metrics has the pool families, and none without a pool', () => {
-    const text = poolMetrics({ready: 2, making: 1, target: 3, floor: 1, cap: 16, hits: 5, misses: 7, failures: 0, broken: 1}, new Date(1000))
+    const text = nodeMetrics({pool: {ready: 2, making: 1, target: 3, floor: 1, cap: 16, hits: 5, misses: 7, failures: 0, broken: 1}}, new Date(1000))
     expect(text).toContain('vnode_sandbox_pool_entries{state="ready"} 2 1000')
     expect(text).toContain('vnode_sandbox_pool_leases_total{result="miss"} 7 1000')
     expect(text).toContain('vnode_sandbox_pool_cap_entries 16 1000')
-    expect(poolMetrics(undefined)).not.toContain('vnode_sandbox_pool')
+    expect(nodeMetrics({})).not.toContain('vnode_sandbox_pool')
     // The heap trims beside them, with a pool or without.
-    expect(poolMetrics(undefined, new Date(1000), 3)).toContain('vnode_heap_trims_total 3 1000')
-    expect(poolMetrics({ready: 0, making: 0, target: 0, floor: 0, cap: 0, hits: 0, misses: 0, failures: 0, broken: 0}, new Date(1000), 0)).toContain('vnode_heap_trims_total 0 1000')
+    expect(nodeMetrics({heapTrims: 3}, new Date(1000))).toContain('vnode_heap_trims_total 3 1000')
+    expect(nodeMetrics({pool: {ready: 0, making: 0, target: 0, floor: 0, cap: 0, hits: 0, misses: 0, failures: 0, broken: 0}, heapTrims: 0}, new Date(1000))).toContain('vnode_heap_trims_total 0 1000')
     expect(text).not.toContain('vnode_heap_trims_total')
     // Served at the kubelet's /metrics, authorized as its metrics subresource.
     expect(findRoute('/metrics')).toBe(MetricsRoute)

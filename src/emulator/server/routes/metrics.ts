@@ -1,5 +1,5 @@
 import {MetricsContentType} from '../metrics.js'
-import {poolMetrics} from '../pool-metrics.js'
+import {nodeMetrics} from '../node-metrics.js'
 import {send} from './respond.js'
 import {type PlainRoute, ReadMethods, withSlash} from './route.js'
 
@@ -8,5 +8,5 @@ export const MetricsRoute: PlainRoute = {
   kind: 'plain',
   paths: withSlash('/metrics'),
   methods: ReadMethods,
-  serve: (_req, res, _url, ctx) => send(res, 200, poolMetrics(ctx.sources.pool?.(), new Date(), ctx.sources.heapTrims?.()), MetricsContentType),
+  serve: (_req, res, _url, ctx) => send(res, 200, nodeMetrics({pool: ctx.sources.pool?.(), heapTrims: ctx.sources.heapTrims?.()}), MetricsContentType),
 }
