@@ -7,6 +7,7 @@ import {direct} from './server-helpers.js'
 import {execa} from 'execa'
 import {request} from 'node:https'
 import {cliPath} from './env.mjs'
+import {processEnv} from '../../src/emulator/runtime/pod/adoption.js'
 import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** The status of a request with another method to the kubelet port. */
@@ -124,12 +125,7 @@ describeE2e('security: what the node exposes and to whom (docs/SECURITY.md)', ()
   })
 
   test('container environment: built from scratch, nothing of vnode’s (no KUBECONFIG, no canary); secrets only where the spec asks', () => {
-    const env = Object.fromEntries(
-      readFileSync(`/proc/${pid}/environ`, 'utf8')
-        .split('\0')
-        .filter(Boolean)
-        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-    )
+    const env = processEnv(pid)
     expect(env[Canary]).toBeUndefined()
     expect(env.KUBECONFIG).toBeUndefined()
     expect(env.FROM_SECRET).toBe(SecretValue)
