@@ -23,6 +23,7 @@ import {
   nodesStarted,
   percentile,
   podObserver,
+  machineQuiet,
   poolSettled,
   root,
   sleep,
@@ -250,13 +251,20 @@ const portablePod = {containers: [portableContainer()]}
  * Medians of the rounds' percentiles, per node label, and the first round's
  * start p99 (cold: a node's warm pool holds only its floor before its first
  * burst, and as many as that burst after it). Each burst begins once every
- * node's warm pool has settled, so no burst shares the CPU with a refill.
+ * node's warm pool has settled and the machine is quiet (machineQuiet), so no
+ * burst shares the CPU with a refill or with the last node's teardown; the
+ * longest wait after each node's bursts is kept (quietWaits, ms).
  */
 async function alternateBursts(nodes) {
   const res = Object.fromEntries(nodes.map((n) => [n.label, {s50: [], s99: [], d50: [], d99: []}]))
+  const quietWaits = {}
+  let previous
   for (let r = 0; r < size.repeats; r++) {
     for (const n of r % 2 === 0 ? nodes : [...nodes].reverse()) {
       for (const m of nodes) if (m.node?.stateDir) await poolSettled(m.node.stateDir)
+      const waited = await machineQuiet()
+      if (previous) quietWaits[previous] = Math.max(quietWaits[previous] ?? 0, waited)
+      previous = n.label
       const b = await startBurst(n.name, size.start, portablePod)
       const out = res[n.label]
       out.s50.push(percentile(b.lat, 50))
@@ -273,9 +281,17 @@ async function alternateBursts(nodes) {
       await dropNamespace(b.nsName)
     }
   }
-  return Object.fromEntries(
-    Object.entries(res).map(([label, v]) => [label, {s50: median(v.s50), s99: median(v.s99), cold99: v.s99[0], d50: median(v.d50), d99: median(v.d99), memory: v.memory, pod: v.pod}]),
-  )
+  return {
+    ...Object.fromEntries(
+      Object.entries(res).map(([label, v]) => [label, {s50: median(v.s50), s99: median(v.s99), cold99: v.s99[0], d50: median(v.d50), d99: median(v.d99), memory: v.memory, pod: v.pod}]),
+    ),
+    quietWaits,
+  }
+}
+
+/** The rows of alternateBursts' quiet waits: how long the machine stayed busy after each node's bursts. */
+function quietWaitRows(scenario, quietWaits) {
+  for (const [label, ms] of Object.entries(quietWaits)) row(scenario, `max after ${label}`, ms, 'ms')
 }
 
 /** A node that came up in another mode than asked (the host allowed less): a note, not a figure under the wrong name. */
@@ -357,6 +373,7 @@ async function compareModes(asked) {
     modes.splice(0, modes.length, ...nodes.slice(1).map((n) => n.label))
     if (modes.length === 0) return
     const res = await alternateBursts(nodes)
+    quietWaitRows(`quiet-wait-${size.start}-modes`, res.quietWaits)
     if (res.network && !ownPodIp(res.network.pod)) throw new Error(`mode-network: pod ${res.network.pod?.metadata.name} has the node's address ${res.network.pod?.status?.podIP}`)
     for (const m of ['plain', ...modes]) {
       const s = `start-${size.start}-${m}`
@@ -417,6 +434,7 @@ async function compareKubelet() {
     nodes.push(await modeNode('kl-plain', 'plain'))
     nodes.push(await modeNode('kl-default', 'default'))
     const res = await alternateBursts(nodes)
+    quietWaitRows(`quiet-wait-${size.start}-kubelet`, res.quietWaits)
     const k = res.kubelet
     row(`kubelet-start-${size.start}`, 'p50', k.s50, 'ms')
     row(`kubelet-start-${size.start}`, 'p99', k.s99, 'ms')
