@@ -1,5 +1,8 @@
 import {execa} from 'execa'
 
+/** How long chattr may take (a state dir on a network filesystem that does not answer). */
+export const DefaultSpreadTimeoutMs = 5_000
+
 /**
  * Marks directories whose subdirectories are unrelated trees (a pod's
  * directory, a pod's logs) as the top of their hierarchies for ext2/3/4
@@ -17,10 +20,9 @@ import {execa} from 'execa'
  * flag only spreads the trees (what it is meant for: /home's). Other
  * filesystems refuse it, and nothing changes there: a failure is not
  * reported (it is a placement hint, not a wall). The flag is not inherited.
+ *
+ * Resolves to whether chattr set it on every dir (false on other filesystems, or without chattr).
  */
-export const DefaultSpreadTimeoutMs = 5_000
-
-/** Sets the flag on each dir; resolves to whether chattr succeeded (false on other filesystems, or without chattr). */
 export async function spreadSubdirectories(dirs: string[]): Promise<boolean> {
   if (dirs.length === 0) return true
   try {
