@@ -30,29 +30,21 @@ function heapTrimFamilies(heapTrims: number) {
 
 function poolFamilies(pool: SandboxPoolFigures) {
   const gauge = (name: string, help: string, value: number) => ({name, help, type: 'gauge' as const, samples: [{labels: {}, value}]})
+  const counter = (name: string, help: string, value: number) => ({name, help, type: 'counter' as const, samples: [{labels: {}, value}]})
+  /** One family, a sample per value of one label. */
+  const byLabel = (name: string, help: string, type: 'gauge' | 'counter', label: string, values: Record<string, number>) => ({
+    name,
+    help,
+    type,
+    samples: Object.entries(values).map(([v, value]) => ({labels: {[label]: v}, value})),
+  })
   return [
-    {
-      name: 'vnode_sandbox_pool_entries',
-      help: 'Entries of the warm pool of pod network sandboxes, by state (ready to lease, being made)',
-      type: 'gauge' as const,
-      samples: [
-        {labels: {state: 'ready'}, value: pool.ready},
-        {labels: {state: 'making'}, value: pool.making},
-      ],
-    },
+    byLabel('vnode_sandbox_pool_entries', 'Entries of the warm pool of pod network sandboxes, by state (ready to lease, being made)', 'gauge', 'state', {ready: pool.ready, making: pool.making}),
     gauge('vnode_sandbox_pool_target_entries', 'Entries the pool is sized to now: the largest burst of pod starts of the last minutes', pool.target),
     gauge('vnode_sandbox_pool_floor_entries', 'Entries the pool keeps however quiet the node is', pool.floor),
     gauge('vnode_sandbox_pool_cap_entries', 'Entries the pool never exceeds', pool.cap),
-    {
-      name: 'vnode_sandbox_pool_leases_total',
-      help: 'Pod sandbox setups that took a ready entry (hit) or found the pool empty (miss)',
-      type: 'counter' as const,
-      samples: [
-        {labels: {result: 'hit'}, value: pool.hits},
-        {labels: {result: 'miss'}, value: pool.misses},
-      ],
-    },
-    {name: 'vnode_sandbox_pool_failures_total', help: 'Pool entries that could not be made', type: 'counter' as const, samples: [{labels: {}, value: pool.failures}]},
-    {name: 'vnode_sandbox_pool_broken_total', help: 'Pool entries found unusable at lease (their namespace gone) and destroyed', type: 'counter' as const, samples: [{labels: {}, value: pool.broken}]},
+    byLabel('vnode_sandbox_pool_leases_total', 'Pod sandbox setups that took a ready entry (hit) or found the pool empty (miss)', 'counter', 'result', {hit: pool.hits, miss: pool.misses}),
+    counter('vnode_sandbox_pool_failures_total', 'Pool entries that could not be made', pool.failures),
+    counter('vnode_sandbox_pool_broken_total', 'Pool entries found unusable at lease (their namespace gone) and destroyed', pool.broken),
   ]
 }
