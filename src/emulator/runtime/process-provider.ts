@@ -1,10 +1,7 @@
 import {podKey} from '../../common/pods.js'
 import {EventReason} from '../kube/event-reasons.js'
 import type {V1Pod, V1PodStatus} from '@kubernetes/client-node'
-import {statfsSync} from 'node:fs'
-import {mkdir} from 'node:fs/promises'
 import {cpus, totalmem} from 'node:os'
-import {join} from 'node:path'
 import type {Duplex} from 'node:stream'
 import {notFound} from '../provider/errdefs.js'
 import type {PodLifecycleHandler, ProviderContext} from '../provider/handler.js'
@@ -24,8 +21,8 @@ import {DefaultLogMaxBytes, DefaultLogMaxFiles, type LogRotation} from './logs/w
 import {podSandbox} from './pod/record.js'
 import {findPodRecords, killRecorded, restoreContainer} from './pod/adoption.js'
 import {removeTree} from '../../common/remove-tree.js'
-import {spreadSubdirectories} from '../../common/spread-dirs.js'
 import {PodWork} from './pod-work.js'
+import {prepareStateDir} from './state-dir.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
@@ -159,16 +156,8 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
   async ready(): Promise<void> {
     await this.loaded
     this.adopted ??= (async () => {
-      const trees = [join(this.ctx.stateDir, 'pods'), join(this.ctx.stateDir, 'logs')]
-      for (const dir of trees) await mkdir(dir, {recursive: true, mode: 0o700})
-      // Each pod's directory and logs in a block group of their own (spread-dirs.ts: a burst's inode allocations on ext4).
-      await spreadSubdirectories(trees)
-      try {
-        const fs = statfsSync(this.ctx.stateDir)
-        this.node.ephemeralStorageBytes = fs.blocks * fs.bsize
-      } catch {
-        /* unknown */
-      }
+      const storageBytes = await prepareStateDir(this.ctx.stateDir)
+      if (storageBytes !== undefined) this.node.ephemeralStorageBytes = storageBytes
       this.cgroups?.setUp()
       if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log)
       if (this.closed) this.mountBase?.close()

@@ -1,31 +1,16 @@
 import {afterAll, expect, test} from '@jest/globals'
 import {execa, execaSync} from 'execa'
-import {existsSync, mkdirSync, readdirSync, readFileSync} from 'node:fs'
+import {existsSync, mkdirSync, readFileSync} from 'node:fs'
 import {join, resolve} from 'node:path'
 import {processEnv} from '../../../src/emulator/runtime/pod/adoption.js'
 import {cliPath, E2eEnv} from '../env.mjs'
-import {describeHolding, runDir, uniqueName, waitFor} from '../helpers.js'
+import {describeHolding, processesMatching, runDir, uniqueName, waitFor} from '../helpers.js'
 
 /** tmux on its own socket, so nothing of a user's tmux is touched. */
 const socket = uniqueName('vnode-demo')
 const tmux = (args: string[]) => execa('tmux', ['-L', socket, ...args], {reject: false})
 let lastScreen = ''
 const screen = async () => (lastScreen = (await tmux(['capture-pane', '-p', '-t', 'demo'])).stdout)
-
-/** The pids whose argv has each of these words and whose environment has XDG_STATE_HOME=state. */
-function processesWith(words: string[], state: string): number[] {
-  return readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .map(Number)
-    .filter((pid) => {
-      try {
-        const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
-        return words.every((w) => argv.includes(w)) && processEnv(pid).XDG_STATE_HOME === state
-      } catch {
-        return false
-      }
-    })
-}
 
 /**
  * `npm run demo` (scripts/demo.mjs, after the build) in a 150x40 terminal: its own control plane
@@ -80,7 +65,7 @@ describeHolding(['network', 'kubelet-port'])('the demo on a terminal (tmux 150x4
     await new Promise((r) => setTimeout(r, 3_000))
     const lines = (await screen()).split('\n')
     // The demo runs the plugin file as kubectl does: node in its launcher's place, with the launcher's one malloc arena.
-    const up = processesWith(['up', 'vnode-demo'], state)
+    const up = (await processesMatching('vnode-demo')).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('up') && processEnv(pid).XDG_STATE_HOME === state)
     expect(up).toHaveLength(1)
     expect(processEnv(up[0]!).MALLOC_ARENA_MAX).toBe('1')
     // The demo's own cluster: on loopback, or as root on an address of its own device.

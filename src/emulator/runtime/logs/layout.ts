@@ -9,8 +9,13 @@ import {join} from 'node:path'
  * Rotated files are <restartCount>.log.1 .. .N (older = higher N).
  * Each line is in the CRI format: `<RFC3339Nano> <stdout|stderr> <F|P> <text>`.
  */
+/** Where the pods' log directories are: `<stateDir>/logs`. */
+export function logsDir(stateDir: string): string {
+  return join(stateDir, 'logs')
+}
+
 export function podLogDir(stateDir: string, namespace: string, podName: string, uid: string): string {
-  return join(stateDir, 'logs', podLogDirName(namespace, podName, uid))
+  return join(logsDir(stateDir), podLogDirName(namespace, podName, uid))
 }
 
 /** A file name may have at most this many bytes (NAME_MAX on Linux file systems). */

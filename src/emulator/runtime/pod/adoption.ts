@@ -4,7 +4,7 @@ import {ContainerProcess} from '../process/container-process.js'
 import {outputPipes} from '../process/instance-io.js'
 import type {LogRotation} from '../logs/writer.js'
 import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../../provider/pod-defaults.js'
-import {readPodRecord, restoreTermination, type ContainerRecord, type PodRecord, type RestoredContainer} from './record.js'
+import {podsDir, podSandbox, readPodRecord, restoreTermination, type ContainerRecord, type PodRecord, type RestoredContainer} from './record.js'
 import {groupMembers, readStat, signalGroup} from '../process/proc.js'
 import type {NodeCgroups} from '../cgroups/node-cgroups.js'
 import {stopPidNamespaceHolder} from '../sandbox/pod-pid-namespace.js'
@@ -33,13 +33,13 @@ export const LostContainerMessage = 'The container could not be located when vno
 export function findPodRecords(stateDir: string): PodRecord[] {
   let dirs: string[]
   try {
-    dirs = readdirSync(join(stateDir, 'pods'))
+    dirs = readdirSync(podsDir(stateDir))
   } catch {
     return []
   }
   const out: PodRecord[] = []
   for (const d of dirs) {
-    const r = readPodRecord(join(stateDir, 'pods', d))
+    const r = readPodRecord(podSandbox(stateDir, d))
     if (r && r.uid === d) out.push(r)
   }
   return out

@@ -132,8 +132,13 @@ export function podRecord(pod: V1Pod, sandbox: PodSandbox, containers: readonly 
   }
 }
 
+/** Where the pods' directories are: `<stateDir>/pods`. */
+export function podsDir(stateDir: string): string {
+  return join(stateDir, 'pods')
+}
+
 export function podSandbox(stateDir: string, uid: string): string {
-  return join(stateDir, 'pods', uid)
+  return join(podsDir(stateDir), uid)
 }
 
 /** The two files a pod's record is written to in turns. */
