@@ -17,8 +17,13 @@ export const PlaceScript =
   'while (@ARGV && $ARGV[0] ne "--") { my $f = shift @ARGV; open(my $h, ">", $f) or exit 126; print $h "$$\\n"; close($h) or exit 126 } ' +
   'shift @ARGV; my $path = shift @ARGV; exec { $path } @ARGV; print STDERR "exec $path: $!\\n"; exit 127'
 
-/** Variables perl itself reads at start (PERL5OPT, PERLIO, ...): a container that sets one is placed right after its spawn instead. */
+/** Variables perl itself reads at start (PERL5OPT, PERLIO, ...). */
 const ReadByPerl = /^PERL/
+
+/** Whether an environment sets a variable perl reads at start: perl, as root, never runs with one (the step is left out). */
+export function speaksToPerl(env: Record<string, string>): boolean {
+  return Object.keys(env).some((k) => ReadByPerl.test(k))
+}
 
 /**
  * The argv of a bare host process: with cgroupProcs, through the placing
@@ -31,7 +36,7 @@ const ReadByPerl = /^PERL/
 export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv: string[]; placed: boolean} {
   const given = {argv: [file, ...args], placed: false}
   const perl = hostProgram(PlaceProgram)
-  if (!spec.cgroupProcs?.length || !perl.startsWith('/') || Object.keys(spec.env).some((k) => ReadByPerl.test(k))) return given
+  if (!spec.cgroupProcs?.length || !perl.startsWith('/') || speaksToPerl(spec.env)) return given
   let path: string
   try {
     path = resolveExecutable(file, spec.env, spec.cwd)

@@ -6,14 +6,13 @@ import {ExecStartError, resolveExecutable} from '../process/executable.js'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {identityArgv} from './security-context.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
-import {layerPrefix} from './root-layer.js'
+import {NsenterProgram, sandboxEntry} from './entry.js'
 import {relativeCommandNotFound, SandboxEndedEarly} from '../process/command-errors.js'
 import {hostProgram} from '../process/host-programs.js'
 import {ControllingTerminalPrefix} from '../container/tty.js'
 
 /** How long bwrap may take to report its sandboxed PID 1. */
 export const DefaultSandboxStartTimeoutMs = 10_000
-export const NsenterProgram = 'nsenter'
 
 export class SandboxStartError extends Error {}
 
@@ -70,16 +69,14 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
     if (error instanceof MountPointError) throw new SandboxStartError(`error mounting volume: ${error.message}`)
     throw error
   }
-  // The writable layer's overlays are mounted in a mount namespace of the instance's own, just before bwrap (root-layer.ts).
-  const sandbox = [...(s.sandbox.rootLayer ? layerPrefix(s.sandbox.rootLayer) : []), hostProgram(BwrapProgram), ...args]
-  // nsenter opens both namespace files first, in vnode's own view: the network namespace's file is not in the mount base.
-  const enter = [...(s.sandbox.netns ? [`--net=${s.sandbox.netns}`] : []), ...(s.sandbox.mountBase ? [`--mount=${s.sandbox.mountBase}`] : [])]
-  const command = enter.length > 0 ? [NsenterProgram, ...enter, '--', ...sandbox] : sandbox
+  // The namespaces, and the writable layer mounted in one of the instance's own, just before bwrap (entry.ts).
+  const entry = sandboxEntry(s.sandbox, s.env, [hostProgram(BwrapProgram), ...args])
+  const [program, ...programArgs] = entry.argv
   const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
   let monitor: ChildProcess
   try {
-    monitor = spawn(hostProgram(command[0]), command.slice(1), {
-      env: s.env,
+    monitor = spawn(hostProgram(program!), programArgs, {
+      env: entry.env,
       cwd: '/',
       detached: true,
       stdio: [s.stdin, s.stdout, s.stderr, 'pipe', 'pipe', ...(pidns !== undefined ? [pidns] : [])],
