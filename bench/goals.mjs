@@ -55,7 +55,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 1.3,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against plain's ${ms(f.plain)}${cold(f)}`,
       why: () =>
-        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (nsenter, the writable layer's unshare, sh and mount, bwrap and its mounts, env, setpriv: seven programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host) and vnode forks itself once per container (its event loop blocked about 5 ms each until the child execs); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
+        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (the entry that joins its namespaces and mounts its writable layer, bwrap and its mounts, env, setpriv: four programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host) and vnode forks itself once per container (its event loop blocked about 5 ms each until the child execs); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
     },
     {
       name: `the node as users run it: start p99 <= 0.2x the reference kubelet's (${n} pods, same run)`,
@@ -64,7 +64,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 0.2,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against the kubelet's ${ms(f.kubelet)}${cold(f)}`,
       why: () =>
-        'a sandboxed container starts about as many programs as under the kubelet (nsenter, unshare, sh, mount, bwrap, env and setpriv, where containerd starts a shim and runc), and a burst larger than the warm pool also runs ip and the CNI plugins per pod, on the same 2 cores',
+        'a sandboxed container starts programs as under the kubelet (the entry, bwrap, env and setpriv, where containerd starts a shim and runc), and a burst larger than the warm pool also runs ip and the CNI plugins per pod, on the same 2 cores',
     },
     {
       name: `the node as users run it: delete burst p99 <= 0.3x the reference kubelet's (${n} pods, same run)`,
@@ -115,7 +115,7 @@ export function goalList(size) {
       ['cgroups', 'a pod cgroup and a container cgroup in each v1 hierarchy (or one tree on v2) before the container starts'],
       [
         'network',
-        "the network node is a sandboxed one (bwrap per container, the mount base's nsenter) with a network namespace per pod: a warm pool entry, or, where the burst drains the pool, `ip netns add` (one `ip` per batch) and the CNI plugins (loopback, bridge with host-local) on the pod's start path",
+        "the network node is a sandboxed one (the entry into the mount base and bwrap per container) with a network namespace per pod: a warm pool entry, or, where the burst drains the pool, `ip netns add` (one `ip` per batch) and the CNI plugins (loopback, bridge with host-local) on the pod's start path",
       ],
     ].map(([mode, why]) => ({
       name: `${mode} start p99 within 1.5x of plain (${n} pods, same run)`,

@@ -11,6 +11,7 @@ const layer: RootLayer = {
   dir: '/state/pods/u/layers/c',
   overlays: [],
   subMounts: [],
+  topMounts: [],
   mounts: [{options: 'lowerdir=/,upperdir=/state/pods/u/layers/c/upper,workdir=/state/pods/u/layers/c/work', target: '/state/pods/u/layers/c/merged'}],
   mode: 'root',
   root: '/state/pods/u/layers/c/merged',
@@ -63,46 +64,56 @@ describe('the sandbox entry', () => {
 
   const root = process.getuid?.() === 0
   // As root (CI runs as root: there it runs, and fails if it cannot).
-  ;(root || process.env.CI === 'true' ? test : test.skip)('run as root: the overlay is mounted in a namespace of its own, the command gets the environment as given, errors keep their exit status', async () => {
-    const base = mkdtempSync(join(tmpdir(), 'entry-'))
-    const dir = join(base, 'layer')
-    try {
-      const made = await prepareRootLayer(dir, 'root', ['/usr'], ['/', '/proc'])
-      expect(made.mounts).toHaveLength(1)
-      const own = {netns: '/proc/self/ns/net', mountBase: '/proc/self/ns/mnt', rootLayer: made}
-      const run = (then: string[], env: Record<string, string>, over: Partial<ContainerSandboxSpec> = {}) => {
-        const e = sandboxEntry(sandbox({...own, ...over}), env, then)
-        if (EntrySyscalls[process.arch]) expect(e.argv[0]).toMatch(/perl$/)
-        return spawnSync(e.argv[0]!, e.argv.slice(1), {env: e.env, encoding: 'utf8'})
+  ;(root || process.env.CI === 'true' ? test : test.skip)(
+    'run as root: the overlay is mounted in a namespace of its own, the command gets the environment as given, errors keep their exit status',
+    async () => {
+      const base = mkdtempSync(join(tmpdir(), 'entry-'))
+      const dir = join(base, 'layer')
+      try {
+        const made = await prepareRootLayer(dir, 'root', ['/usr'], ['/', '/proc'])
+        expect(made.mounts).toHaveLength(1)
+        const own = {netns: '/proc/self/ns/net', mountBase: '/proc/self/ns/mnt', rootLayer: made}
+        const run = (then: string[], env: Record<string, string>, over: Partial<ContainerSandboxSpec> = {}) => {
+          const e = sandboxEntry(sandbox({...own, ...over}), env, then)
+          if (EntrySyscalls[process.arch]) expect(e.argv[0]).toMatch(/perl$/)
+          return spawnSync(e.argv[0]!, e.argv.slice(1), {env: e.env, encoding: 'utf8'})
+        }
+        // A name Kubernetes allows and a shell would drop, a locale the host lacks: passed on as given, and no word from perl.
+        const env = {'a.b': 'dot', LANG: 'xx_YY.UTF-8', PATH: '/usr/bin:/bin'}
+        const shown = run(['/usr/bin/env', '-0'], env)
+        expect(shown.stderr).toBe('')
+        expect(shown.status).toBe(0)
+        expect(
+          Object.fromEntries(
+            shown.stdout
+              .split('\0')
+              .filter(Boolean)
+              .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+          ),
+        ).toEqual(env)
+        // The overlay of / is there for the command, in its namespace only.
+        const listed = run(['/bin/ls', join(made.root!, 'usr')], env)
+        expect(listed.status).toBe(0)
+        expect(listed.stdout.split('\n')).toContain('bin')
+        const writes = run(['/bin/sh', '-c', `echo x > ${join(made.root!, 'usr', 'vnode-entry-test')}`], env)
+        expect(writes.status).toBe(0)
+        expect(spawnSync('/bin/ls', [join(dir, 'upper', 'usr')], {encoding: 'utf8'}).stdout).toContain('vnode-entry-test')
+        expect(readMountPoints()).not.toContain(made.root)
+        // A mount that fails: 125, as the shell step's; a namespace file that is not there: 1, as nsenter's.
+        writeFileSync(join(base, 'file'), '')
+        const badMount = run(['/bin/true'], env, {rootLayer: {...made, mounts: [{options: made.mounts[0]!.options, target: join(base, 'missing')}]}})
+        expect(badMount.status).toBe(125)
+        expect(badMount.stderr).toMatch(/missing/)
+        const badNet = run(['/bin/true'], env, {netns: join(base, 'no-such-netns')})
+        expect(badNet.status).toBe(1)
+        expect(badNet.stderr).toMatch(/no-such-netns/)
+        const badCommand = run([join(base, 'no-such-program')], env)
+        expect(badCommand.status).toBe(127)
+      } finally {
+        removeRootLayer(dir)
+        await retiredLayersRemoved()
+        rmSync(base, {recursive: true, force: true})
       }
-      // A name Kubernetes allows and a shell would drop, a locale the host lacks: passed on as given, and no word from perl.
-      const env = {'a.b': 'dot', LANG: 'xx_YY.UTF-8', PATH: '/usr/bin:/bin'}
-      const shown = run(['/usr/bin/env', '-0'], env)
-      expect(shown.stderr).toBe('')
-      expect(shown.status).toBe(0)
-      expect(Object.fromEntries(shown.stdout.split('\0').filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]))).toEqual(env)
-      // The overlay of / is there for the command, in its namespace only.
-      const listed = run(['/bin/ls', join(made.root!, 'usr')], env)
-      expect(listed.status).toBe(0)
-      expect(listed.stdout.split('\n')).toContain('bin')
-      const writes = run(['/bin/sh', '-c', `echo x > ${join(made.root!, 'usr', 'vnode-entry-test')}`], env)
-      expect(writes.status).toBe(0)
-      expect(spawnSync('/bin/ls', [join(dir, 'upper', 'usr')], {encoding: 'utf8'}).stdout).toContain('vnode-entry-test')
-      expect(readMountPoints()).not.toContain(made.root)
-      // A mount that fails: 125, as the shell step's; a namespace file that is not there: 1, as nsenter's.
-      writeFileSync(join(base, 'file'), '')
-      const badMount = run(['/bin/true'], env, {rootLayer: {...made, mounts: [{options: made.mounts[0]!.options, target: join(base, 'missing')}]}})
-      expect(badMount.status).toBe(125)
-      expect(badMount.stderr).toMatch(/missing/)
-      const badNet = run(['/bin/true'], env, {netns: join(base, 'no-such-netns')})
-      expect(badNet.status).toBe(1)
-      expect(badNet.stderr).toMatch(/no-such-netns/)
-      const badCommand = run([join(base, 'no-such-program')], env)
-      expect(badCommand.status).toBe(127)
-    } finally {
-      removeRootLayer(dir)
-      await retiredLayersRemoved()
-      rmSync(base, {recursive: true, force: true})
-    }
-  })
+    },
+  )
 })

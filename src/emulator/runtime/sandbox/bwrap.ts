@@ -219,17 +219,18 @@ function linkIntoHidden(link: string, hidden: string[]): boolean {
 
 function lexists(p: string): boolean {
   try {
-    lstatSync(p)
-    return true
+    return lstatSync(p, {throwIfNoEntry: false}) !== undefined
   } catch {
     return false
   }
 }
 
 /** What a hidden path is on the host (symlinks followed): a directory gets a tmpfs, anything else an empty file; nothing when missing. */
+/** Most hidden paths do not exist on a host: those are answered without an exception (one per path per start). */
 function statKind(p: string): 'dir' | 'file' | undefined {
   try {
-    return statSync(p).isDirectory() ? 'dir' : 'file'
+    const st = statSync(p, {throwIfNoEntry: false})
+    return st === undefined ? undefined : st.isDirectory() ? 'dir' : 'file'
   } catch {
     return undefined
   }
