@@ -25,3 +25,14 @@ export function hostProgram(name: string): string {
   }
   return name
 }
+
+/** perl (Debian's perl-base, an Essential package): the runtime's fixed scripts (placed-argv.ts, sandbox/entry.ts). */
+export const PerlProgram = 'perl'
+
+/** Variables perl itself reads at start (PERL5OPT, PERLIO, ...). */
+const ReadByPerl = /^PERL/
+
+/** Whether an environment sets a variable perl reads at start: perl never runs as root with one (its script is left out). */
+export function speaksToPerl(env: Record<string, string>): boolean {
+  return Object.keys(env).some((k) => ReadByPerl.test(k))
+}

@@ -1,5 +1,5 @@
 import {ExecStartError, resolveExecutable} from './executable.js'
-import {hostProgram} from './host-programs.js'
+import {hostProgram, PerlProgram, speaksToPerl} from './host-programs.js'
 import type {SpawnSpec} from './process-spec.js'
 
 /**
@@ -12,18 +12,9 @@ import type {SpawnSpec} from './process-spec.js'
  * it execs with (dash sets PWD and IFS and drops names it cannot hold, such
  * as `a.b`, which Kubernetes allows); perl passes it on as it got it.
  */
-export const PlaceProgram = 'perl'
 export const PlaceScript =
   'while (@ARGV && $ARGV[0] ne "--") { my $f = shift @ARGV; open(my $h, ">", $f) or exit 126; print $h "$$\\n"; close($h) or exit 126 } ' +
   'shift @ARGV; my $path = shift @ARGV; exec { $path } @ARGV; print STDERR "exec $path: $!\\n"; exit 127'
-
-/** Variables perl itself reads at start (PERL5OPT, PERLIO, ...). */
-const ReadByPerl = /^PERL/
-
-/** Whether an environment sets a variable perl reads at start: perl, as root, never runs with one (the step is left out). */
-export function speaksToPerl(env: Record<string, string>): boolean {
-  return Object.keys(env).some((k) => ReadByPerl.test(k))
-}
 
 /**
  * The argv of a bare host process: with cgroupProcs, through the placing
@@ -35,7 +26,7 @@ export function speaksToPerl(env: Record<string, string>): boolean {
  */
 export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv: string[]; placed: boolean} {
   const given = {argv: [file, ...args], placed: false}
-  const perl = hostProgram(PlaceProgram)
+  const perl = hostProgram(PerlProgram)
   if (!spec.cgroupProcs?.length || !perl.startsWith('/') || speaksToPerl(spec.env)) return given
   let path: string
   try {

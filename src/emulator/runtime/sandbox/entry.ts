@@ -1,5 +1,4 @@
-import {hostProgram} from '../process/host-programs.js'
-import {PlaceProgram, speaksToPerl} from '../process/placed-argv.js'
+import {hostProgram, PerlProgram, speaksToPerl} from '../process/host-programs.js'
 import {layerPrefix} from './root-layer.js'
 import type {ContainerSandboxSpec} from './spec.js'
 
@@ -71,7 +70,7 @@ export interface SandboxEntry {
 export function sandboxEntry(sandbox: ContainerSandboxSpec, env: Record<string, string>, then: string[], arch: NodeJS.Architecture = process.arch): SandboxEntry {
   const layer = sandbox.rootLayer
   const calls = EntrySyscalls[arch]
-  const perl = hostProgram(PlaceProgram)
+  const perl = hostProgram(PerlProgram)
   const [mount] = layer?.mounts ?? []
   if (layer?.mode === 'root' && layer.mounts.length === 1 && mount && calls && perl.startsWith('/') && !speaksToPerl(env)) {
     const numbers = [calls.setns, calls.unshare, calls.mount].map(String)
