@@ -137,6 +137,22 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     expect(names.filter((n) => !/^(PATH|HOME|HOSTNAME|VNODE_VOLUME_ROOT|PLAIN|KUBERNETES_[A-Z0-9_]+)$/.test(n))).toEqual([])
   })
 
+  test("a locale the host lacks, a variable perl reads: the sandbox's entry says nothing on the container's output and never runs perl with it", async () => {
+    // The entry (sandbox/entry.ts) is a perl script as root: a missing locale would make perl warn on the container's
+    // stderr, and PERL5OPT naming a module that is nowhere would make it fail before the container's program.
+    const env = {LANG: 'xx_YY.UTF-8', PERL5OPT: '-Mvnode_never_installed'}
+    for (const [name, vars] of [
+      ['locale', {LANG: env.LANG}],
+      ['perlopt', env],
+    ] as const) {
+      const given = Object.entries(vars).map(([k, value]) => ({name: k, value}))
+      await f.create({metadata: {name}, spec: {restartPolicy: 'Never', containers: [{name, image: 'env', command: ['/usr/bin/env'], env: given}]}})
+      await f.waitRow(name, (r) => r.status === 'Completed', 'Completed')
+      const lines = (await f.logs(name)).stdout.split('\n').filter(Boolean)
+      expect(lines.filter((l) => !/^(PATH|HOME|HOSTNAME|VNODE_VOLUME_ROOT|KUBERNETES_[A-Z0-9_]+)=/.test(l)).sort()).toEqual(given.map((g) => `${g.name}=${g.value}`).sort())
+    }
+  })
+
   test('auto, the default, picks the sandbox on a host that allows it', async () => {
     const name = uniqueName('sbxauto')
     const n = startVnode(name, ['--sandbox', 'auto'])
