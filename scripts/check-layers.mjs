@@ -73,7 +73,7 @@ export const Doors = [
     network: ['detect', 'node-network', 'pod-attachment', 'pod-network', 'port-conflict', 'port-dial'],
     pod: ['adoption', 'pod-runtime', 'record', 'sync-clock', 'usage'],
     probes: ['effects', 'handlers', 'worker'],
-    process: ['command-errors', 'container-process', 'executable', 'host-programs', 'instance-io', 'proc', 'process-spec', 'usage'],
+    process: ['command-errors', 'container-process', 'executable', 'helper-runner', 'host-programs', 'instance-io', 'proc', 'process-spec', 'usage'],
     sandbox: ['container-view', 'detect', 'mount-base', 'pod-files', 'pod-pid-namespace', 'pod-sandbox', 'security-context', 'spawn', 'spec', 'walls', 'walls-fs'],
     volumes: ['refresh', 'tokens', 'volumes'],
   }).map(([room, doors]) => ({folder: `src/emulator/runtime/${room}/`, doors, why: `the other rooms of the runtime use ${room}/ through its door files`})),

@@ -1,4 +1,4 @@
-import {execa} from 'execa'
+import {helpers} from '../process/helper-runner.js'
 
 /**
  * Runs CNI plugins as the CNI spec has a runtime do it: one plugin binary
@@ -51,7 +51,7 @@ function cniArgs(args: Record<string, string> | undefined): string {
 
 /** One plugin call; `program`: the binary to run when it is not the conf's type (an IPAM plugin given its main plugin's conf). */
 async function runPlugin(cniPath: string, command: 'ADD' | 'DEL' | 'CHECK', conf: Record<string, unknown> & {type: string}, inv: CniInvocation, program = conf.type): Promise<CniResult | undefined> {
-  const r = await execa(`${cniPath}/${program}`, [], {
+  const r = await helpers.run(`${cniPath}/${program}`, [], {
     input: JSON.stringify(conf),
     env: {
       CNI_COMMAND: command,
@@ -62,13 +62,11 @@ async function runPlugin(cniPath: string, command: 'ADD' | 'DEL' | 'CHECK', conf
       CNI_ARGS: cniArgs(inv.args),
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
     },
-    extendEnv: false,
-    reject: false,
-    timeout: DefaultCniTimeoutMs,
+    timeoutMs: DefaultCniTimeoutMs,
   })
-  const out = String(r.stdout).trim()
+  const out = r.stdout.trim()
   if (r.exitCode !== 0) {
-    let msg = String(r.stderr).trim() || out || `exit ${r.exitCode}`
+    let msg = r.stderr.trim() || out || (r.timedOut ? `timed out after ${DefaultCniTimeoutMs} ms` : `exit ${r.exitCode}`)
     try {
       const e = JSON.parse(out) as {msg?: string; details?: string}
       msg = [e.msg, e.details].filter(Boolean).join(': ') || msg
