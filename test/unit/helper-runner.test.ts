@@ -1,5 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
+import {spawnSync} from 'node:child_process'
 import {existsSync} from 'node:fs'
+import {dirname, join} from 'node:path'
 import {HelperRunner} from '../../src/emulator/runtime/process/helper-runner.js'
 
 const gone = async (pid: number) => {
@@ -68,5 +70,17 @@ describe('the helper runner', () => {
     } finally {
       runner.close()
     }
+  })
+
+  test('a run under way keeps a process that has nothing else to do alive until its answer; an idle helper does not', () => {
+    // The built runner (npm test builds first), in a process of its own whose only work is the run.
+    const built = join(dirname(new URL(import.meta.url).pathname), '..', '..', 'dist', 'emulator', 'runtime', 'process', 'helper-runner.js')
+    const script = `import {HelperRunner} from ${JSON.stringify(built)}; const r = new HelperRunner(60000); const a = await r.run('/bin/echo', ['answered'], {env: {}, timeoutMs: 5000}); process.stdout.write(a.stdout)`
+    const started = Date.now()
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], {encoding: 'utf8', timeout: 20_000})
+    expect(child.stderr).toBe('')
+    expect(child.stdout).toBe('answered\n')
+    // The helper (idle for a minute) did not hold the process once the answer came.
+    expect(Date.now() - started).toBeLessThan(15_000)
   })
 })

@@ -125,6 +125,7 @@ export class HelperRunner {
     clearTimeout(this.idle)
     return new Promise<HelperResult>((resolve) => {
       this.waiting.set(id, resolve)
+      this.holdOpen(child, true)
       child.stdin!.write(fields.map(hex).join(' ') + '\n')
     })
   }
@@ -152,11 +153,21 @@ export class HelperRunner {
     child.stdin!.on('error', () => undefined)
     child.once('error', () => (this.failed = true))
     child.once('exit', () => this.gone(child))
-    // Neither keeps vnode running: a node that is done exits, and the helper with it (its stdin closes).
-    child.unref()
     ;(child.stdin as unknown as {unref?: () => void}).unref?.()
-    ;(child.stdout as unknown as {unref?: () => void}).unref?.()
+    this.holdOpen(child, false)
     return child
+  }
+
+  /** An idle helper does not keep vnode running (a node that is done exits, and the helper with it: its stdin closes); one with runs under way does. */
+  private holdOpen(child: ChildProcess, hold: boolean): void {
+    const out = child.stdout as unknown as {ref?: () => void; unref?: () => void}
+    if (hold) {
+      child.ref()
+      out.ref?.()
+    } else {
+      child.unref()
+      out.unref?.()
+    }
   }
 
   private read(chunk: string): void {
@@ -171,7 +182,10 @@ export class HelperRunner {
       const exit = Number(code)
       resolve?.({exitCode: exit < 0 ? undefined : exit, stdout, stderr: exit < 0 && !stderr ? `killed by ${SignalNames[Number(signal)] ?? `signal ${signal}`}` : stderr, timedOut: timedOut === '1'})
     }
-    if (this.waiting.size === 0) this.idleSoon()
+    if (this.waiting.size === 0 && this.child) {
+      this.holdOpen(this.child, false)
+      this.idleSoon()
+    }
   }
 
   private idleSoon(): void {
