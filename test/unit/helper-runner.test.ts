@@ -72,6 +72,22 @@ describe('the helper runner', () => {
     }
   })
 
+  test('a helper told to go while a run is under way still answers it, beside the next helper answering the next run', async () => {
+    const runner = new HelperRunner(60_000)
+    try {
+      const slow = runner.run('/bin/sh', ['-c', 'sleep 0.4; echo first'], {env: {}, timeoutMs: 5_000})
+      const old = runner.pid!
+      runner.close()
+      const next = await runner.run('/bin/sh', ['-c', 'echo second'], {env: {}, timeoutMs: 5_000})
+      expect(runner.pid).not.toBe(old)
+      expect(next.stdout).toBe('second\n')
+      expect((await slow).stdout).toBe('first\n')
+      expect(await gone(old)).toBe(true)
+    } finally {
+      runner.close()
+    }
+  })
+
   test('a run under way keeps a process that has nothing else to do alive until its answer; an idle helper does not', () => {
     // The built runner (npm test builds first), in a process of its own whose only work is the run.
     const built = join(dirname(new URL(import.meta.url).pathname), '..', '..', 'dist', 'emulator', 'runtime', 'process', 'helper-runner.js')

@@ -12,6 +12,7 @@ import {deleteNetns} from './netns.js'
 
 /** Where the pods' and the pool's network namespaces are held (sandbox/mount-base.ts keeps them out of every sandbox). */
 export {NetnsDir} from './netns.js'
+import {helpers} from '../process/helper-runner.js'
 import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries, removeNetwork} from './pool-entries.js'
 import {DefaultPoolCap, poolCapFor, PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
 import {SandboxPool} from './sandbox-pool.js'
@@ -269,6 +270,8 @@ export class PodNetwork {
    */
   async close(): Promise<void> {
     await this.pool?.close()
+    // The last plugin runs are over: the helper that ran them goes now rather than once idle.
+    helpers.close()
     if ((await this.attachedUids()).length > 0) return
     if (existsSync(this.dir) || this.bridgeReady) {
       await bridgePortsGone(this.config.bridge)

@@ -106,8 +106,8 @@ const SignalNames: Record<number, string> = {9: 'SIGKILL', 15: 'SIGTERM', 6: 'SI
 export class HelperRunner {
   private child?: ChildProcess
   private nextId = 1
-  private readonly waiting = new Map<string, (r: HelperResult) => void>()
-  private buffer = ''
+  /** Runs asked for and not answered yet: the helper each went to, and its caller. */
+  private readonly waiting = new Map<string, {child: ChildProcess; resolve: (r: HelperResult) => void}>()
   private idle?: NodeJS.Timeout
   private failed = false
   /** Runs answered by the helper (the rest went through execa). */
@@ -124,7 +124,7 @@ export class HelperRunner {
     const fields = [id, String(opts.timeoutMs), file, input, String(args.length), ...args, ...Object.entries(opts.env).map(([k, v]) => `${k}=${v}`)]
     clearTimeout(this.idle)
     return new Promise<HelperResult>((resolve) => {
-      this.waiting.set(id, resolve)
+      this.waiting.set(id, {child, resolve})
       this.holdOpen(child, true)
       child.stdin!.write(fields.map(hex).join(' ') + '\n')
     })
@@ -149,7 +149,9 @@ export class HelperRunner {
     const child = spawn(perl, ['-e', HelperScript], {stdio: ['pipe', 'pipe', 'ignore'], env: {PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}})
     this.child = child
     child.stdout!.setEncoding('utf8')
-    child.stdout!.on('data', (chunk: string) => this.read(chunk))
+    // Each helper's answers are lines of its own stdout (a closed helper may still be answering beside a new one).
+    const answers = {text: ''}
+    child.stdout!.on('data', (chunk: string) => this.read(answers, chunk))
     child.stdin!.on('error', () => undefined)
     child.once('error', () => (this.failed = true))
     child.once('exit', () => this.gone(child))
@@ -170,13 +172,13 @@ export class HelperRunner {
     }
   }
 
-  private read(chunk: string): void {
-    this.buffer += chunk
+  private read(answers: {text: string}, chunk: string): void {
+    answers.text += chunk
     let nl: number
-    while ((nl = this.buffer.indexOf('\n')) >= 0) {
-      const [id = '', code = '', signal = '', timedOut = '', stdout = '', stderr = ''] = this.buffer.slice(0, nl).split(' ').map(unhex)
-      this.buffer = this.buffer.slice(nl + 1)
-      const resolve = this.waiting.get(id)
+    while ((nl = answers.text.indexOf('\n')) >= 0) {
+      const [id = '', code = '', signal = '', timedOut = '', stdout = '', stderr = ''] = answers.text.slice(0, nl).split(' ').map(unhex)
+      answers.text = answers.text.slice(nl + 1)
+      const resolve = this.waiting.get(id)?.resolve
       this.waiting.delete(id)
       this.helperRuns++
       const exit = Number(code)
@@ -197,9 +199,10 @@ export class HelperRunner {
   /** The helper ended: runs it had not answered end as failed (whether they ran is unknown), and the next run starts another. */
   private gone(child: ChildProcess): void {
     if (this.child === child) this.child = undefined
-    for (const [id, resolve] of this.waiting) {
+    for (const [id, run] of this.waiting) {
+      if (run.child !== child) continue
       this.waiting.delete(id)
-      resolve({exitCode: undefined, stdout: '', stderr: 'the helper that ran it exited', timedOut: false})
+      run.resolve({exitCode: undefined, stdout: '', stderr: 'the helper that ran it exited', timedOut: false})
     }
   }
 }
