@@ -1,7 +1,10 @@
 import {describe, expect, test} from '@jest/globals'
 import {spawnSync} from 'node:child_process'
-import {existsSync} from 'node:fs'
+import {existsSync, mkdtempSync, openSync, rmSync} from 'node:fs'
+import {Socket} from 'node:net'
+import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
+import {constants as fsConstants} from 'node:fs'
 import {HelperRunner} from '../../src/emulator/runtime/process/helper-runner.js'
 
 const gone = async (pid: number) => {
@@ -98,5 +101,51 @@ describe('the helper runner', () => {
     expect(child.stdout).toBe('answered\n')
     // The helper (idle for a minute) did not hold the process once the answer came.
     expect(Date.now() - started).toBeLessThan(15_000)
+  })
+
+  test('a monitor started by the helper: its pid, its status fd relayed, held at its block fd until go, its output in the pipes by path, fd 5 the namespace file, its exit code or signal', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'helper-spawn-'))
+    const runner = new HelperRunner(60_000)
+    try {
+      const pipes = {stdout: join(dir, 'out'), stderr: join(dir, 'err')}
+      expect(spawnSync('mkfifo', [pipes.stdout, pipes.stderr]).status).toBe(0)
+      // The reader's ends, as vnode opens them (instance-io.ts's openReader).
+      const read = (path: string) => {
+        const stream = new Socket({fd: openSync(path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK), readable: true, writable: false})
+        const got = {text: ''}
+        stream.on('data', (c) => (got.text += c.toString()))
+        return {got, stream}
+      }
+      const out = read(pipes.stdout)
+      const err = read(pipes.stderr)
+      const script = 'printf \'{"child-pid": %s}\' $$ >&3; read word <&4; echo "out $word $(readlink /proc/self/fd/5 | cut -c1-4) $V"; echo err >&2; exec 3>&-; exit 7'
+      const m = await runner.spawn({argv: ['/bin/sh', '-c', script], env: {V: 'env-value'}, ...pipes, pidns: '/proc/self/ns/pid'})
+      expect(m.pid).toBeGreaterThan(0)
+      let status = ''
+      m.status.on('data', (c: Buffer) => (status += c.toString()))
+      const ended = new Promise<[number | null, string | null]>((resolve) => m.once('exit', (code, signal) => resolve([code, signal])))
+      await new Promise((r) => setTimeout(r, 200))
+      expect(status).toBe(`{"child-pid": ${m.pid}}`)
+      // Held: nothing written before the word to go.
+      expect(out.got.text).toBe('')
+      m.go()
+      expect(await ended).toEqual([7, null])
+      expect(m.exitCode).toBe(7)
+      await new Promise((r) => setTimeout(r, 100))
+      expect(out.got.text).toBe('out go pid: env-value\n')
+      expect(err.got.text).toBe('err\n')
+
+      const sleeper = await runner.spawn({argv: ['/bin/sleep', '30'], env: {}, ...pipes})
+      const killed = new Promise<[number | null, string | null]>((resolve) => sleeper.once('exit', (code, signal) => resolve([code, signal])))
+      expect(sleeper.kill('SIGTERM')).toBe(true)
+      expect(await killed).toEqual([null, 'SIGTERM'])
+      expect(sleeper.kill('SIGTERM')).toBe(false)
+      await expect(runner.spawn({argv: ['/bin/true'], env: {}, stdout: join(dir, 'missing'), stderr: pipes.stderr})).rejects.toThrow(/open/)
+      out.stream.destroy()
+      err.stream.destroy()
+    } finally {
+      runner.close()
+      rmSync(dir, {recursive: true, force: true})
+    }
   })
 })

@@ -257,7 +257,7 @@ export class ContainerProcess {
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
     try {
-      started = await spawnSandboxed({argv: spec.argv, env: spec.env, cwd: spec.cwd, sandbox, stdin: spec.stdin ? 'pipe' : 'ignore', stdout: out, stderr: err, beforeExec: spec.beforeExec})
+      started = await spawnSandboxed({argv: spec.argv, env: spec.env, cwd: spec.cwd, sandbox, stdin: spec.stdin ? 'pipe' : 'ignore', stdout: out, stderr: err, pipes, beforeExec: spec.beforeExec})
     } catch (error) {
       abandon()
       if (error instanceof SandboxStartError) throw new StartError(`failed to start container process: ${error.message}`)

@@ -1,10 +1,10 @@
-import type {ChildProcess} from 'node:child_process'
 import {readlinkSync} from 'node:fs'
 import {basename} from 'node:path'
 import {identityArgv} from '../sandbox/security-context.js'
 import type {ContainerSandboxSpec} from '../sandbox/spec.js'
 import type {RawExit, SandboxedProcess} from './process-spec.js'
 import {readStat} from './proc.js'
+import type {SandboxMonitor} from './helper-runner.js'
 
 /**
  * How long a sandbox may take to set up before vnode enters it anyway: far
@@ -36,7 +36,7 @@ export const DefaultStatusCloseWaitMs = 1_000
  * code of its command reported: its setup or the exec failed), which is a
  * failed start (setupFailed).
  */
-export async function sandboxExit(started: {monitor: ChildProcess; programRan: Promise<boolean>}, waitMs = DefaultStatusCloseWaitMs): Promise<RawExit> {
+export async function sandboxExit(started: {monitor: SandboxMonitor; programRan: Promise<boolean>}, waitMs = DefaultStatusCloseWaitMs): Promise<RawExit> {
   const raw = await monitorExit(started.monitor)
   if (raw.code !== BwrapFailureExitCode) return raw
   let timer: NodeJS.Timeout | undefined
@@ -46,7 +46,7 @@ export async function sandboxExit(started: {monitor: ChildProcess; programRan: P
 }
 
 /** The exit of a sandbox's bwrap monitor, which passes its PID 1's status on (also when it has exited already). */
-export function monitorExit(monitor: ChildProcess): Promise<RawExit> {
+export function monitorExit(monitor: SandboxMonitor): Promise<RawExit> {
   return new Promise<RawExit>((resolve) => {
     if (monitor.exitCode !== null || monitor.signalCode !== null) resolve({code: monitor.exitCode, signal: monitor.signalCode})
     else monitor.once('exit', (code, signal) => resolve({code, signal}))

@@ -1,4 +1,4 @@
-import type {ChildProcess} from 'node:child_process'
+import type {SandboxMonitor} from '../process/helper-runner.js'
 import {readStat} from '../process/proc.js'
 import {spawnSandboxed} from './spawn.js'
 
@@ -16,7 +16,7 @@ export interface PidNamespaceHolder {
 
 export const HolderProgram = ['sleep', 'infinity']
 
-export async function startPidNamespaceHolder(hostname: string): Promise<PidNamespaceHolder & {monitor: ChildProcess}> {
+export async function startPidNamespaceHolder(hostname: string): Promise<PidNamespaceHolder & {monitor: SandboxMonitor}> {
   const started = await spawnSandboxed({
     argv: HolderProgram,
     env: {PATH: '/usr/bin:/bin'},

@@ -6,7 +6,8 @@ import {ExecStartError, resolveExecutable} from '../process/executable.js'
 import {BwrapProgram, bwrapArgs, MountPointError} from './bwrap.js'
 import {identityArgv} from './security-context.js'
 import {hostPathOf, type ContainerSandboxSpec} from './spec.js'
-import {NsenterProgram, sandboxEntry} from './entry.js'
+import {NsenterProgram, sandboxEntry, type SandboxEntry} from './entry.js'
+import {helpers, type HelperMonitor, type SandboxMonitor} from '../process/helper-runner.js'
 import {relativeCommandNotFound, SandboxEndedEarly} from '../process/command-errors.js'
 import {hostProgram} from '../process/host-programs.js'
 import {ControllingTerminalPrefix} from '../container/tty.js'
@@ -27,12 +28,14 @@ export interface SandboxedSpawn {
   tty?: boolean
   stdout: number | 'ignore'
   stderr: number | 'ignore'
+  /** The paths of the instance's output pipes (stdout and stderr above): given, the helper may start it (no stdin, no terminal). */
+  pipes?: {stdout: string; stderr: string}
   beforeExec?: (pid: number) => Promise<void>
 }
 
 export interface SandboxedChild {
-  /** bwrap itself, vnode's child: its exit status is PID 1's (128+n when a signal ended it). */
-  monitor: ChildProcess
+  /** bwrap itself, vnode's child or its helper's: its exit status is PID 1's (128+n when a signal ended it). */
+  monitor: SandboxMonitor
   /** The host pid of the container's PID 1. */
   pid: number
   stdin?: Writable
@@ -71,6 +74,33 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   }
   // The namespaces, and the writable layer mounted in one of the instance's own, just before bwrap (entry.ts).
   const entry = sandboxEntry(s.sandbox, s.env, [hostProgram(BwrapProgram), ...args])
+  const {monitor, status, go, stdin} = s.pipes && s.stdin === 'ignore' && !s.tty && helpers.canSpawn ? await fromHelper(s, s.pipes, entry) : fromVnode(s, entry)
+  const programRan = commandExitReported(status)
+  const pid = await childPid(monitor, status)
+  try {
+    await s.beforeExec?.(pid)
+  } catch (error) {
+    try {
+      process.kill(pid, 'SIGKILL')
+    } catch {
+      // Already gone (what beforeExec could not place): the start failed either way.
+    }
+    throw new SandboxStartError((error as Error).message)
+  }
+  go()
+  return {monitor, pid, stdin, programRan}
+}
+
+/** A started monitor: its status fd's reader, and how its block fd gets the word to go. */
+interface StartedMonitor {
+  monitor: SandboxMonitor
+  status: Readable
+  go: () => void
+  stdin?: Writable
+}
+
+/** bwrap (behind its entry) as vnode's child: the stdio given, its status and block fds pipes of vnode's. */
+function fromVnode(s: SandboxedSpawn, entry: SandboxEntry): StartedMonitor {
   const [program, ...programArgs] = entry.argv
   const pidns = s.sandbox.pidNamespaceOf ? openSync(`/proc/${s.sandbox.pidNamespaceOf}/ns/pid`, 'r') : undefined
   let monitor: ChildProcess
@@ -84,23 +114,30 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   } finally {
     if (pidns !== undefined) closeSync(pidns)
   }
-  const status = monitor.stdio[3] as Readable
   const block = monitor.stdio[4] as Writable
   block.on('error', () => undefined)
-  const programRan = commandExitReported(status)
-  const pid = await childPid(monitor, status)
+  return {monitor, status: monitor.stdio[3] as Readable, go: () => block.end('go'), stdin: monitor.stdin ?? undefined}
+}
+
+/**
+ * bwrap (behind its entry) as the helper's child (process/helper-runner.ts):
+ * vnode does not fork itself for it. Its output pipes are opened by path;
+ * what its status fd says and its exit come back from the helper.
+ */
+async function fromHelper(s: SandboxedSpawn, pipes: {stdout: string; stderr: string}, entry: SandboxEntry): Promise<StartedMonitor> {
+  let monitor: HelperMonitor
   try {
-    await s.beforeExec?.(pid)
+    monitor = await helpers.spawn({
+      argv: entry.argv,
+      env: entry.env,
+      stdout: pipes.stdout,
+      stderr: pipes.stderr,
+      pidns: s.sandbox.pidNamespaceOf ? `/proc/${s.sandbox.pidNamespaceOf}/ns/pid` : undefined,
+    })
   } catch (error) {
-    try {
-      process.kill(pid, 'SIGKILL')
-    } catch {
-      // Already gone (what beforeExec could not place): the start failed either way.
-    }
     throw new SandboxStartError((error as Error).message)
   }
-  block.end('go')
-  return {monitor, pid, stdin: monitor.stdin ?? undefined, programRan}
+  return {monitor, status: monitor.status, go: () => monitor.go()}
 }
 
 /** Whether bwrap's status fd brings the `exit-code` document (bwrap >= 0.3.2) before it closes. */
@@ -125,7 +162,7 @@ function withoutBwrapPwd(env: Record<string, string>): string[] {
 }
 
 /** The first JSON document of bwrap's status fd names the sandboxed PID 1. */
-function childPid(monitor: ChildProcess, status: Readable): Promise<number> {
+function childPid(monitor: SandboxMonitor, status: Readable): Promise<number> {
   return new Promise((resolvePid, reject) => {
     let text = ''
     const timer = setTimeout(() => fail(new SandboxStartError('the sandbox did not start in time')), DefaultSandboxStartTimeoutMs)
