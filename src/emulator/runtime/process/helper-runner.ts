@@ -116,7 +116,7 @@ sub request {
   if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'go') { go(@f) }
 }
 while ($open || %jobs || %monitors) {
-  my @ready = $sel->can_read(%jobs || %monitors ? 0.1 : undef);
+  my @ready = $sel->can_read(%jobs || %monitors ? 0.02 : undef);
   for my $fh (@ready) {
     if (fileno($fh) == fileno(STDIN)) {
       my $r = sysread(STDIN, $in, 65536, length $in);
@@ -307,7 +307,8 @@ export class HelperRunner {
   private helper(): ChildProcess | undefined {
     if (this.child) return this.child
     if (!this.canSpawn) return undefined
-    const child = spawn(hostProgram(PerlProgram), ['-e', HelperScript], {stdio: ['pipe', 'pipe', 'ignore'], env: {PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}})
+    // A session of its own: a terminal's ^C or hangup is vnode's to act on (it stops its pods, whose exits the helper reports).
+    const child = spawn(hostProgram(PerlProgram), ['-e', HelperScript], {stdio: ['pipe', 'pipe', 'ignore'], env: {PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}, detached: true})
     this.child = child
     child.stdout!.setEncoding('utf8')
     // Each helper's answers are lines of its own stdout (a closed helper may still be answering beside a new one).
