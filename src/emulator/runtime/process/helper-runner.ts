@@ -61,10 +61,11 @@ export interface HelperResult {
  * monitors have exited (reaping them).
  */
 export const HelperScript = `
-use strict; use IO::Select; use POSIX ();
-$SIG{PIPE} = 'IGNORE'; $SIG{CHLD} = sub {};
+use strict; use IO::Handle; use IO::Select; use POSIX ();
+$SIG{PIPE} = 'IGNORE';
 select(STDOUT); $| = 1;
 my $sel = IO::Select->new(\\*STDIN); my $open = 1; my $in = ''; my (%jobs, %pipes, %monitors, %blocks);
+pipe(my $wake, my $waker) or die; $waker->blocking(0); $sel->add($wake); $SIG{CHLD} = sub { syswrite($waker, 'x') };
 sub unhex { pack('H*', $_[0]) }
 sub answer { print join(' ', map { unpack('H*', $_) } @_), "\\n" }
 sub environment { %ENV = map { /^([^=]*)=(.*)$/s ? ($1, $2) : () } @_ }
@@ -116,8 +117,9 @@ sub request {
   if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'go') { go(@f) }
 }
 while ($open || %jobs || %monitors) {
-  my @ready = $sel->can_read(%jobs || %monitors ? 0.02 : undef);
+  my @ready = $sel->can_read(%jobs ? 1 : undef);
   for my $fh (@ready) {
+    if (fileno($fh) == fileno($wake)) { sysread($wake, my $drained, 4096); next }
     if (fileno($fh) == fileno(STDIN)) {
       my $r = sysread(STDIN, $in, 65536, length $in);
       if (!$r) { $sel->remove(\\*STDIN); $open = 0; close($_) for values %blocks; %blocks = (); next }
