@@ -55,7 +55,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 1.3,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against plain's ${ms(f.plain)}${cold(f)}`,
       why: () =>
-        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (the entry that joins its namespaces and mounts its writable layer, bwrap and its mounts, env, setpriv: four programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host) and vnode forks itself once per container (its event loop blocked about 5 ms each until the child execs); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
+        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (the entry that joins its namespaces and mounts its writable layer, bwrap and its mounts, env, setpriv: four programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
     },
     {
       name: `the node as users run it: start p99 <= 0.2x the reference kubelet's (${n} pods, same run)`,
