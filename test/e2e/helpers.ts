@@ -7,6 +7,7 @@ import {createServer} from 'node:net'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {descendants, type ProcStat} from '../../src/emulator/runtime/process/proc.js'
+import {HelperName} from '../../src/emulator/runtime/process/helper-runner.js'
 import {cliPath, E2eEnv} from './env.mjs'
 import {acquireHostLocks, acquireMachine, acquireShared, HostResources, type HostResource, LockWaitMs, releaseHostLocks, releaseMachine, releaseShared} from './host-lock.js'
 
@@ -489,8 +490,22 @@ export function mountBaseHolder(nodePid: number): number | undefined {
   return descendants(nodePid).find((d) => d.ppid === nodePid && d.comm === 'sleep' && mountNs(d.pid) !== own)?.pid
 }
 
-/** The processes below a node that are its pods': every descendant but its mount base holder. */
+/** The node's helper (process/helper-runner.ts): its child running perl with the helper's name as its argument. */
+export function nodeHelper(nodePid: number): number | undefined {
+  return descendants(nodePid).find((d) => d.ppid === nodePid && isNodeHelper(d.pid))?.pid
+}
+
+export function isNodeHelper(pid: number): boolean {
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+    return argv[1] === '-e' && argv[3] === HelperName
+  } catch {
+    return false
+  }
+}
+
+/** The processes below a node that are its pods': every descendant but its mount base holder and its helper (the node's own). */
 export function podProcesses(nodePid: number): ProcStat[] {
-  const holder = mountBaseHolder(nodePid)
-  return descendants(nodePid).filter((d) => d.pid !== holder)
+  const own = new Set([mountBaseHolder(nodePid), nodeHelper(nodePid)])
+  return descendants(nodePid).filter((d) => !own.has(d.pid))
 }

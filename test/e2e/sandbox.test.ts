@@ -3,7 +3,8 @@ import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, syml
 import {join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
-import {describeE2e, kubectl, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {describeE2e, kubectl, nodeHelper, processesMatching, runDir, startVnode, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {descendants} from '../../src/emulator/runtime/process/proc.js'
 import {readPodRecord} from '../../src/emulator/runtime/pod/record.js'
 
 /** A shell container whose script writes what it sees to files under `out` (the host's /tmp is the container's too). */
@@ -160,6 +161,30 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     const r = await kubectl(['get', 'node', name, '-o', 'jsonpath={.metadata.labels.vnode\\.dev/sandbox}'])
     expect(r.stdout).toBe('namespaces')
     expect(await n.stop()).toBe(0)
+    await kubectl(['delete', 'node', name, '--wait=false'])
+  })
+
+  test("the node's helper starts its containers' sandboxes (bwrap is its child, not vnode's) and is gone once the node has stopped", async () => {
+    const name = uniqueName('sbxhelper')
+    const n = startVnode(name, ['--sandbox', 'namespaces'])
+    await n.ready()
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {name: 'helped', namespace: f.ns},
+      spec: {nodeName: name, terminationGracePeriodSeconds: 2, containers: [{name: 'sleeper', image: 'sleep', command: ['sleep', '3600']}]},
+    }
+    expect((await kubectl(['apply', '-f', '-'], JSON.stringify(pod))).exitCode).toBe(0)
+    expect((await kubectl(['wait', '--for=condition=Ready', 'pod/helped', '-n', f.ns, '--timeout=60s'])).exitCode).toBe(0)
+    const helper = nodeHelper(n.pid)
+    expect(helper).toBeDefined()
+    const bwraps = descendants(n.pid).filter((d) => d.comm === 'bwrap')
+    expect(bwraps.length).toBeGreaterThan(0)
+    expect(bwraps.every((b) => b.ppid === helper)).toBe(true)
+    // The node's stop ends its pods; the helper reaps their sandboxes and goes.
+    expect(await n.stop()).toBe(0)
+    await waitFor(() => !existsSync(`/proc/${helper}`), `the helper ${helper} gone`, 15_000, 100)
+    await kubectl(['delete', 'pod', 'helped', '-n', f.ns, '--grace-period=0', '--force'])
     await kubectl(['delete', 'node', name, '--wait=false'])
   })
 

@@ -1,4 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
+import {parseEnvZero} from '../support/env-output.js'
 import {spawnSync} from 'node:child_process'
 import {existsSync, mkdtempSync, openSync, rmSync} from 'node:fs'
 import {Socket} from 'node:net'
@@ -20,14 +21,7 @@ describe('the helper runner', () => {
       const env = {ONLY: 'this one', 'a.b': 'dot=ted', PATH: '/usr/bin:/bin'}
       const shown = await runner.run('/usr/bin/env', ['-0'], {env, timeoutMs: 5_000})
       expect(shown.exitCode).toBe(0)
-      expect(
-        Object.fromEntries(
-          shown.stdout
-            .split('\0')
-            .filter(Boolean)
-            .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-        ),
-      ).toEqual(env)
+      expect(parseEnvZero(shown.stdout)).toEqual(env)
       const echoed = await runner.run('/bin/sh', ['-c', 'cat; echo "to err $1" >&2; exit 3', 'sh', 'an arg'], {env: {}, input, timeoutMs: 5_000})
       expect(echoed).toEqual({exitCode: 3, stdout: input, stderr: 'to err an arg\n', timedOut: false})
       expect(runner.pid).toBeDefined()

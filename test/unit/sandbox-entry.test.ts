@@ -1,4 +1,5 @@
 import {describe, expect, test} from '@jest/globals'
+import {parseEnvZero} from '../support/env-output.js'
 import {spawnSync} from 'node:child_process'
 import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
@@ -83,14 +84,7 @@ describe('the sandbox entry', () => {
         const shown = run(['/usr/bin/env', '-0'], env)
         expect(shown.stderr).toBe('')
         expect(shown.status).toBe(0)
-        expect(
-          Object.fromEntries(
-            shown.stdout
-              .split('\0')
-              .filter(Boolean)
-              .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-          ),
-        ).toEqual(env)
+        expect(parseEnvZero(shown.stdout)).toEqual(env)
         // The overlay of / is there for the command, in its namespace only.
         const listed = run(['/bin/ls', join(made.root!, 'usr')], env)
         expect(listed.status).toBe(0)

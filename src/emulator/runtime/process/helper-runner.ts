@@ -21,6 +21,9 @@ import {hostProgram, PerlProgram} from './host-programs.js'
  * Without perl, or once the helper failed to start, execa runs them.
  */
 
+/** The helper's one argument (the script ignores it): what `ps` shows of it, and how a node's helper is found among its children. */
+export const HelperName = 'vnode-helper'
+
 /** How long the helper stays after its last run. */
 export const DefaultHelperIdleMs = 10_000
 /** Inputs larger than this go through execa (the helper writes an input whole, before it reads the outputs). */
@@ -310,7 +313,11 @@ export class HelperRunner {
     if (this.child) return this.child
     if (!this.canSpawn) return undefined
     // A session of its own: a terminal's ^C or hangup is vnode's to act on (it stops its pods, whose exits the helper reports).
-    const child = spawn(hostProgram(PerlProgram), ['-e', HelperScript], {stdio: ['pipe', 'pipe', 'ignore'], env: {PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'}, detached: true})
+    const child = spawn(hostProgram(PerlProgram), ['-e', HelperScript, HelperName], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+      env: {PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin'},
+      detached: true,
+    })
     this.child = child
     child.stdout!.setEncoding('utf8')
     // Each helper's answers are lines of its own stdout (a closed helper may still be answering beside a new one).
