@@ -252,7 +252,7 @@ export class ContainerProcess {
     this.terminal?.resize(cols, rows)
   }
 
-  /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child, the program its PID 1. */
+  /** The same instance in a pod sandbox (sandbox/spawn.ts): bwrap is vnode's child or its helper's (process/helper-runner.ts), the program its PID 1. */
   private static async startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec): Promise<ContainerProcess> {
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
     let started: Awaited<ReturnType<typeof spawnSandboxed>>
