@@ -1,6 +1,6 @@
 import {closeSync, readdirSync, readlinkSync} from 'node:fs'
-import {constants} from 'node:os'
 import {PassThrough, Writable, type Readable} from 'node:stream'
+import {signalName} from '../process/proc.js'
 
 /**
  * A `tty: true` container's terminal: its main process is started on a
@@ -31,8 +31,6 @@ export interface ContainerTerminal {
   resize(cols: number, rows: number): void
 }
 
-const signalNames = new Map<number, NodeJS.Signals>(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
-
 /** Starts file+args on a new pseudo-terminal; throws with the spawn's error when it cannot. */
 export async function spawnOnTerminal(file: string, args: string[], env: Record<string, string>, cwd: string): Promise<ContainerTerminal> {
   const {spawn} = await import('@lydell/node-pty')
@@ -52,7 +50,7 @@ export async function spawnOnTerminal(file: string, args: string[], env: Record<
       data.dispose()
       closed = true
       output.end()
-      resolve(signal ? {code: null, signal: signalNames.get(signal) ?? 'SIGKILL'} : {code: exitCode, signal: null})
+      resolve(signal ? {code: null, signal: signalName(signal) ?? 'SIGKILL'} : {code: exitCode, signal: null})
     })
   })
   return {

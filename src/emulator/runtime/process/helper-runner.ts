@@ -1,10 +1,12 @@
 import {spawn, type ChildProcess} from 'node:child_process'
-import {EventEmitter} from 'node:events'
-import {existsSync} from 'node:fs'
-import {constants as osConstants} from 'node:os'
-import {PassThrough} from 'node:stream'
 import {execa} from 'execa'
 import {hostProgram, PerlProgram} from './host-programs.js'
+import {HelperMonitor, watchOrphan, type HelperSpawn} from './helper-monitor.js'
+import {HelperScript} from './helper-script.js'
+import {signalName} from './proc.js'
+
+export {HelperMonitor, type HelperSpawn, type SandboxMonitor} from './helper-monitor.js'
+export {HelperScript} from './helper-script.js'
 
 /**
  * Runs the runtime's short helper programs (the CNI plugins on a pod's
@@ -43,192 +45,9 @@ export interface HelperResult {
   timedOut: boolean
 }
 
-/**
- * The helper. Each line is hex fields, the first the kind:
- *  - `run` id timeout(ms) program input n args... NAME=value...: runs the
- *    program with exactly that environment, the input on its stdin;
- *    answered `ran` id code(-1 for a signal) signal timedOut(1/0) stdout
- *    stderr. A program that cannot be run answers 127 with the reason on its
- *    stderr. Timeouts are kept to the second (perl-base's `time`).
- *  - `spawn` id stdoutPath stderrPath pidnsPath n argv... NAME=value...: a
- *    sandbox's monitor (bwrap behind its entry), in a session of its own,
- *    from /, its stdin /dev/null, its stdout and stderr the instance's
- *    pipes opened read-write (instance-io.ts), fd 3 its status pipe, fd 4
- *    its block pipe, fd 5 the PID namespace file when given. Answered `pid`
- *    id pid, then `status` id data for what it writes on fd 3, `closed` id
- *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
- *    `failed` id reason when it could not be started.
- *  - `go` id: writes to the monitor's block pipe and closes it.
- * Once its stdin closes (vnode is gone, or done with it), the helper lets
- * monitors held at their block fd run, finishes its runs and stays until its
- * monitors have exited (reaping them).
- */
-export const HelperScript = `
-use strict; use IO::Handle; use IO::Select; use POSIX ();
-$SIG{PIPE} = 'IGNORE';
-select(STDOUT); $| = 1;
-my $sel = IO::Select->new(\\*STDIN); my $open = 1; my $in = ''; my (%jobs, %pipes, %monitors, %blocks);
-pipe(my $wake, my $waker) or die; $waker->blocking(0); $sel->add($wake); $SIG{CHLD} = sub { syswrite($waker, 'x') };
-sub unhex { pack('H*', $_[0]) }
-sub answer { print join(' ', map { unpack('H*', $_) } @_), "\\n" }
-sub environment { %ENV = map { /^([^=]*)=(.*)$/s ? ($1, $2) : () } @_ }
-sub run {
-  my ($id, $timeout, $file, $input, $n, @f) = @_;
-  my @args = splice(@f, 0, $n);
-  my ($ir, $iw, $or, $ow, $er, $ew);
-  pipe($ir, $iw) && pipe($or, $ow) && pipe($er, $ew) or return answer('ran', $id, 127, 0, 0, '', "pipe: $!");
-  my $pid = fork();
-  return answer('ran', $id, 127, 0, 0, '', "fork: $!") unless defined $pid;
-  if ($pid == 0) {
-    open(STDIN, '<&', $ir); open(STDOUT, '>&', $ow); open(STDERR, '>&', $ew); $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
-    environment(@f);
-    exec { $file } $file, @args; print STDERR "exec $file: $!\\n"; POSIX::_exit(127);
-  }
-  close($ir); close($ow); close($ew);
-  my $off = 0; while ($off < length $input) { my $w = syswrite($iw, $input, length($input) - $off, $off); last unless $w; $off += $w }
-  close($iw);
-  $jobs{$pid} = {id => $id, out => '', err => '', open => 2, deadline => time + $timeout / 1000};
-  for ([$or, 'out'], [$er, 'err']) { $sel->add($_->[0]); $pipes{fileno $_->[0]} = [$pid, $_->[1], $_->[0]] }
-}
-sub spawn {
-  my ($id, $stdout, $stderr, $pidns, $n, @f) = @_;
-  my @argv = splice(@f, 0, $n);
-  my ($sr, $sw, $br, $bw, $ns, $o, $e);
-  pipe($sr, $sw) && pipe($br, $bw) or return answer('failed', $id, "pipe: $!");
-  open($o, '+<', $stdout) && open($e, '+<', $stderr) or return answer('failed', $id, "open: $!");
-  if ($pidns ne '') { open($ns, '<', $pidns) or return answer('failed', $id, "$pidns: $!") }
-  my $pid = fork();
-  return answer('failed', $id, "fork: $!") unless defined $pid;
-  if ($pid == 0) {
-    $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
-    POSIX::setsid(); chdir('/');
-    my @from = map { POSIX::dup(fileno $_) } ($o, $e, $sw, $br, $ns ? $ns : ());
-    open(STDIN, '<', '/dev/null');
-    for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
-    POSIX::close($_) for @from;
-    environment(@f);
-    exec { $argv[0] } @argv; print STDERR "exec $argv[0]: $!\\n"; POSIX::_exit(127);
-  }
-  close($sw); close($br); close($o); close($e); close($ns) if $ns;
-  $monitors{$pid} = $id; $blocks{$id} = $bw;
-  $sel->add($sr); $pipes{fileno $sr} = [$pid, 'status', $sr, $id];
-  answer('pid', $id, $pid);
-}
-sub go { my $b = delete $blocks{$_[0]}; if ($b) { syswrite($b, 'go'); close($b) } }
-sub request {
-  my ($kind, @f) = map { unhex($_) } split(/ /, $_[0], -1);
-  if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'go') { go(@f) }
-}
-while ($open || %jobs || %monitors) {
-  my @ready = $sel->can_read(%jobs ? 1 : undef);
-  for my $fh (@ready) {
-    if (fileno($fh) == fileno($wake)) { sysread($wake, my $drained, 4096); next }
-    if (fileno($fh) == fileno(STDIN)) {
-      my $r = sysread(STDIN, $in, 65536, length $in);
-      if (!$r) { $sel->remove(\\*STDIN); $open = 0; close($_) for values %blocks; %blocks = (); next }
-      while ($in =~ s/^([^\\n]*)\\n//) { request($1) }
-      next;
-    }
-    my $p = $pipes{fileno $fh}; my $buf = '';
-    my $r = sysread($fh, $buf, 65536);
-    if ($p->[1] eq 'status') {
-      if ($r) { answer('status', $p->[3], $buf); next }
-      $sel->remove($fh); delete $pipes{fileno $fh}; close($fh); answer('closed', $p->[3]); next;
-    }
-    if ($r) { $jobs{$p->[0]}{$p->[1]} .= $buf; next }
-    $sel->remove($fh); delete $pipes{fileno $fh}; close($fh); $jobs{$p->[0]}{open}--;
-  }
-  while ((my $pid = waitpid(-1, POSIX::WNOHANG())) > 0) {
-    if ($jobs{$pid}) { $jobs{$pid}{status} = $? }
-    elsif (defined(my $id = delete $monitors{$pid})) { go($id); answer('exit', $id, ($? & 127) ? -1 : ($? >> 8), $? & 127) }
-  }
-  for my $pid (keys %jobs) {
-    my $j = $jobs{$pid};
-    if (!defined $j->{status} && !$j->{killed} && time > $j->{deadline}) { kill('KILL', $pid); $j->{killed} = 1 }
-    next unless defined $j->{status} && $j->{open} == 0;
-    my $s = $j->{status};
-    answer('ran', $j->{id}, ($s & 127) ? -1 : ($s >> 8), $s & 127, $j->{killed} ? 1 : 0, $j->{out}, $j->{err});
-    delete $jobs{$pid};
-  }
-}
-`
-
 const hex = (s: string) => Buffer.from(s, 'utf8').toString('hex')
 const unhex = (s: string) => Buffer.from(s, 'hex').toString('utf8')
 const envFields = (env: Record<string, string>) => Object.entries(env).map(([k, v]) => `${k}=${v}`)
-
-/** A signal's name from its number (as a child process's exit names it). */
-function signalName(n: number): NodeJS.Signals | undefined {
-  return (Object.entries(osConstants.signals) as [NodeJS.Signals, number][]).find(([, v]) => v === n)?.[0]
-}
-
-/** What a sandbox's monitor is to its start, whether vnode's child or the helper's (sandbox/spawn.ts). */
-export interface SandboxMonitor {
-  readonly pid?: number
-  readonly exitCode: number | null
-  readonly signalCode: NodeJS.Signals | null
-  kill(signal?: NodeJS.Signals | number): boolean
-  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown
-  once(event: 'error', listener: (error: Error) => void): unknown
-  unref(): void
-}
-
-export interface HelperSpawn {
-  argv: string[]
-  env: Record<string, string>
-  /** The instance's output pipes (opened read-write for it, as instance-io.ts does). */
-  stdout: string
-  stderr: string
-  /** A PID namespace file for fd 5. */
-  pidns?: string
-}
-
-/** A monitor started by the helper: its pid, what it writes on its status fd, its exit as the helper reaped it. */
-export class HelperMonitor extends EventEmitter implements SandboxMonitor {
-  pid?: number
-  exitCode: number | null = null
-  signalCode: NodeJS.Signals | null = null
-  /** What the monitor writes on its fd 3, ended when that closes. */
-  readonly status = new PassThrough()
-
-  constructor(
-    readonly id: string,
-    private readonly release: (m: HelperMonitor) => void,
-    private readonly send: (fields: string[]) => void,
-  ) {
-    super()
-  }
-
-  /** Lets it run: its block fd gets its word. */
-  go(): void {
-    this.send(['go', this.id])
-  }
-
-  kill(signal: NodeJS.Signals | number = 'SIGTERM'): boolean {
-    if (this.pid === undefined || this.exitCode !== null || this.signalCode !== null) return false
-    try {
-      process.kill(this.pid, signal)
-      return true
-    } catch {
-      return false
-    }
-  }
-
-  /** It no longer keeps vnode running (a child process's unref). */
-  unref(): void {
-    this.release(this)
-  }
-
-  ended(code: number | null, signal: NodeJS.Signals | null): void {
-    this.exitCode = code
-    this.signalCode = signal
-    this.release(this)
-    this.emit('exit', code, signal)
-  }
-}
-
-/** How often a monitor whose helper is gone is looked for in /proc. */
-const OrphanLookMs = 1_000
 
 export class HelperRunner {
   private child?: ChildProcess
@@ -260,7 +79,7 @@ export class HelperRunner {
     clearTimeout(this.idle)
     return new Promise<HelperResult>((resolve) => {
       this.waiting.set(id, {child, resolve})
-      this.hold()
+      this.holdOpen(child, true)
       this.write(child, ['run', id, String(opts.timeoutMs), file, input, String(args.length), ...args, ...envFields(opts.env)])
     })
   }
@@ -278,7 +97,7 @@ export class HelperRunner {
         (fields) => this.write(child, fields),
       )
       this.monitors.set(id, {child, monitor, held: true, started: (m) => (m instanceof Error ? reject(m) : resolve(m))})
-      this.hold()
+      this.holdOpen(child, true)
       this.write(child, ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', String(s.argv.length), ...s.argv, ...envFields(s.env)])
     })
   }
@@ -334,10 +153,6 @@ export class HelperRunner {
   /** Whether anything under way keeps vnode running: a run, a spawn not answered yet, a monitor not unref'd. */
   private get holding(): boolean {
     return this.waiting.size > 0 || [...this.monitors.values()].some((m) => m.held)
-  }
-
-  private hold(): void {
-    for (const c of new Set([...[...this.waiting.values()].map((w) => w.child), ...[...this.monitors.values()].map((m) => m.child)])) this.holdOpen(c, true)
   }
 
   private unhold(m: HelperMonitor): void {
@@ -437,16 +252,6 @@ export class HelperRunner {
     }
     this.settle()
   }
-}
-
-function watchOrphan(m: HelperMonitor): void {
-  m.status.end()
-  const look = setInterval(() => {
-    if (existsSync(`/proc/${m.pid}`)) return
-    clearInterval(look)
-    m.ended(null, null)
-  }, OrphanLookMs)
-  look.unref()
 }
 
 async function runDirectly(file: string, args: string[], opts: HelperRun): Promise<HelperResult> {

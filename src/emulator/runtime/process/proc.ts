@@ -1,8 +1,16 @@
 import {readdirSync, readFileSync} from 'node:fs'
+import {constants} from 'node:os'
 
 /** Linux USER_HZ and page size: fixed on every architecture Node supports. */
 export const ClockTicksPerSecond = 100
 export const PageSize = 4096
+
+const signalNames = new Map<number, NodeJS.Signals>(Object.entries(constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]))
+
+/** A signal's name from its number (as a child process's exit names it). */
+export function signalName(n: number): NodeJS.Signals | undefined {
+  return signalNames.get(n)
+}
 
 export interface ProcStat {
   pid: number

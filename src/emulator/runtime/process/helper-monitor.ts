@@ -1,0 +1,80 @@
+import {EventEmitter} from 'node:events'
+import {existsSync} from 'node:fs'
+import {PassThrough} from 'node:stream'
+import {DefaultAdoptedPollMs} from './process-spec.js'
+
+/** What a sandbox's monitor is to its start, whether vnode's child or the helper's (sandbox/spawn.ts). */
+export interface SandboxMonitor {
+  readonly pid?: number
+  readonly exitCode: number | null
+  readonly signalCode: NodeJS.Signals | null
+  kill(signal?: NodeJS.Signals | number): boolean
+  once(event: 'exit', listener: (code: number | null, signal: NodeJS.Signals | null) => void): unknown
+  once(event: 'error', listener: (error: Error) => void): unknown
+  unref(): void
+}
+
+export interface HelperSpawn {
+  argv: string[]
+  env: Record<string, string>
+  /** The instance's output pipes (opened read-write for it, as instance-io.ts does). */
+  stdout: string
+  stderr: string
+  /** A PID namespace file for fd 5. */
+  pidns?: string
+}
+
+/** A monitor started by the helper: its pid, what it writes on its status fd, its exit as the helper reaped it. */
+export class HelperMonitor extends EventEmitter implements SandboxMonitor {
+  pid?: number
+  exitCode: number | null = null
+  signalCode: NodeJS.Signals | null = null
+  /** What the monitor writes on its fd 3, ended when that closes. */
+  readonly status = new PassThrough()
+
+  constructor(
+    readonly id: string,
+    private readonly release: (m: HelperMonitor) => void,
+    private readonly send: (fields: string[]) => void,
+  ) {
+    super()
+  }
+
+  /** Lets it run: its block fd gets its word. */
+  go(): void {
+    this.send(['go', this.id])
+  }
+
+  kill(signal: NodeJS.Signals | number = 'SIGTERM'): boolean {
+    if (this.pid === undefined || this.exitCode !== null || this.signalCode !== null) return false
+    try {
+      process.kill(this.pid, signal)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /** It no longer keeps vnode running (a child process's unref). */
+  unref(): void {
+    this.release(this)
+  }
+
+  ended(code: number | null, signal: NodeJS.Signals | null): void {
+    this.exitCode = code
+    this.signalCode = signal
+    this.release(this)
+    this.emit('exit', code, signal)
+  }
+}
+
+/** A monitor whose helper is gone: looked for in /proc as an adopted process is, its end reported with an unknown status. */
+export function watchOrphan(m: HelperMonitor): void {
+  m.status.end()
+  const look = setInterval(() => {
+    if (existsSync(`/proc/${m.pid}`)) return
+    clearInterval(look)
+    m.ended(null, null)
+  }, DefaultAdoptedPollMs)
+  look.unref()
+}
