@@ -1,6 +1,6 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
 import {execFileSync, spawn, type ChildProcess} from 'node:child_process'
-import {chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync} from 'node:fs'
+import {chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
 import {bridgeName} from '../../src/emulator/runtime/network/config.js'
 import {DefaultCniPath} from '../../src/emulator/runtime/network/cni.js'
@@ -29,6 +29,8 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
   const dir = join(runDir(), uniqueName('net-teardown'))
   const cniPath = join(dir, 'cni')
   const log = join(dir, 'plugins.log')
+  const slowDel = join(dir, 'slow-del')
+  const recordPath = (uid: string) => join(dir, 'state', 'network', 'pods', `${uid}.json`)
   const nodeName = uniqueName('teardown')
   const bridge = bridgeName(nodeName)
   const bridges = [bridge]
@@ -50,7 +52,11 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
     mkdirSync(cniPath, {recursive: true})
     for (const p of Plugins) {
       const wrapper = join(cniPath, p)
-      writeFileSync(wrapper, `#!/bin/sh\necho "${p} $CNI_COMMAND" >> ${JSON.stringify(log)}\nexec ${JSON.stringify(join(DefaultCniPath, p))} "$@"\n`)
+      // A DEL waits half a second while the test's slow-del file exists.
+      writeFileSync(
+        wrapper,
+        `#!/bin/sh\necho "${p} $CNI_COMMAND" >> ${JSON.stringify(log)}\nif [ "$CNI_COMMAND" = DEL ] && [ -e ${JSON.stringify(slowDel)} ]; then sleep 0.5; fi\nexec ${JSON.stringify(join(DefaultCniPath, p))} "$@"\n`,
+      )
       chmodSync(wrapper, 0o755)
     }
   })
@@ -75,9 +81,17 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
       expect(leases().sort()).toEqual(attached.map((a) => a.ip).sort())
       clearLog()
 
+      // detach returns once the namespaces are gone; the addresses follow, each record kept until its address is back.
+      writeFileSync(slowDel, '')
       await Promise.all(uids.map((uid) => net!.detach(uid)))
-      expect(calls()).toEqual(['host-local DEL', 'host-local DEL', 'host-local DEL'])
       expect(names.filter(netnsExists)).toEqual([])
+      expect(net.addressesReturning).toBe(3)
+      expect(uids.filter((uid) => existsSync(recordPath(uid)))).toEqual(uids)
+      rmSync(slowDel)
+      await net.addressesReturned()
+      expect(net.addressesReturning).toBe(0)
+      expect(uids.filter((uid) => existsSync(recordPath(uid)))).toEqual([])
+      expect(calls()).toEqual(['host-local DEL', 'host-local DEL', 'host-local DEL'])
       // The pairs go with their namespaces, once the kernel's cleanup of them runs.
       await waitFor(
         () => links().filter((l) => veths.includes(l)).length === 0,
@@ -93,10 +107,51 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
       const next = await net.attach({uid: `d-${process.pid}`, namespace: 'default', name: 'd', portMappings: []})
       made.push(record(`d-${process.pid}`).netns.split('/').pop()!)
       expect(leases()).toEqual([next.ip])
+
+      // The same UID attached again while its address is still being given back: the new attachment keeps its record and address.
+      writeFileSync(slowDel, '')
       await net.detach(`d-${process.pid}`)
+      const again = await net.attach({uid: `d-${process.pid}`, namespace: 'default', name: 'd', portMappings: []})
+      rmSync(slowDel)
+      made.push(record(`d-${process.pid}`).netns.split('/').pop()!)
+      await net.addressesReturned()
+      expect(record(`d-${process.pid}`).ip).toBe(again.ip)
+      expect(leases()).toEqual([again.ip])
+      await net.detach(`d-${process.pid}`)
+      // close() waits for the address being given back.
       await net.close()
       expect(links()).not.toContain(bridge)
       expect(existsSync(join(dir, 'state', 'network'))).toBe(false)
+    },
+  )
+
+  testWhen(canRun, 'it needs root and the CNI plugins (containernetworking-plugins)')(
+    "a node started again removes the attachments of pods no runtime took over (a stop while their addresses were being given back), and keeps the others'",
+    async () => {
+      const orphanNode = uniqueName('teardown-orphan')
+      bridges.push(bridgeName(orphanNode))
+      const stateDir = join(dir, 'orphan-state')
+      const cidr = freeCidr()
+      const first = new PodNetwork({nodeName: orphanNode, podCidr: cidr, stateDir, routes: [], cniPath, pool: {cap: 0}})
+      const [gone, kept] = ['gone', 'kept'].map((s) => `${s}-${process.pid}`)
+      const ips = await Promise.all([gone, kept].map(async (uid) => (await first.attach({uid, namespace: 'default', name: uid, portMappings: []})).ip))
+      const netnsOf = (uid: string) => (JSON.parse(readFileSync(join(stateDir, 'network', 'pods', `${uid}.json`), 'utf8')) as {netns: string}).netns.split('/').pop()!
+      const names = [gone, kept].map(netnsOf)
+      made.push(...names)
+      const orphanLeases = () => readdirSync(join(stateDir, 'network', 'ipam')).flatMap((n) => readdirSync(join(stateDir, 'network', 'ipam', n)).filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f)))
+
+      // The node started again: only `kept` was adopted.
+      const second = new PodNetwork({nodeName: orphanNode, podCidr: cidr, stateDir, routes: [], cniPath, pool: {cap: 0}})
+      await second.reclaimOrphans(new Set([kept]))
+      expect(names.map(netnsExists)).toEqual([false, true])
+      expect(orphanLeases()).toEqual([ips[1]])
+      expect(existsSync(join(stateDir, 'network', 'pods', `${gone}.json`))).toBe(false)
+      expect(await second.attached(kept)).toEqual({ip: ips[1], netns: join('/run/netns', names[1])})
+
+      await second.detach(kept)
+      await second.close()
+      expect(names.filter(netnsExists)).toEqual([])
+      expect(existsSync(join(stateDir, 'network'))).toBe(false)
     },
   )
 

@@ -164,7 +164,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       await this.adoptRecorded()
       // In the background: a start before the reserve is made has its pipes made as it comes.
       if (!this.closed) void this.podWork.fifos.prepare().catch((error: unknown) => this.opts.log?.(`cannot make spare output pipes: ${(error as Error).message}`))
-      // After the pods' adoption: entries a pod's record names are the pod's, the others are reclaimed or destroyed.
+      // After the pods' adoption: attachments no pod took over go; entries a pod's record names are the pod's, the
+      // others are reclaimed or destroyed.
+      await this.opts.network?.reclaimOrphans(new Set(this.pods.keys()))
       await this.opts.network?.startPool()
     })()
     await this.adopted
@@ -250,9 +252,12 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     })
   }
 
-  /** Per-pod state held: the pods' runtimes (a pod is forgotten by cleanupPod) and earlier instances' layers still being removed; tests check it returns to zero. */
+  /**
+   * Per-pod state held: the pods' runtimes (a pod is forgotten by cleanupPod), earlier instances' layers still being
+   * removed and gone pods' addresses still being given back; tests check it returns to zero.
+   */
   get size(): number {
-    return this.pods.size + retiringLayers()
+    return this.pods.size + retiringLayers() + (this.opts.network?.addressesReturning ?? 0)
   }
 
   async updatePod(pod: V1Pod): Promise<void> {

@@ -124,20 +124,36 @@ function ipamOfVethOnlyBridge(p: CniConfList['plugins'][number]): string | undef
  * give its lease back); the first error is thrown at the end.
  */
 export async function cniDel(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): Promise<void> {
-  let first: unknown
-  const step = async (f: () => Promise<unknown>) => {
-    try {
-      await f()
-    } catch (error) {
-      first ??= error
-    }
-  }
+  const del = cniDelSteps(list, inv, prevResult, removeNamespace, cniPath)
+  const [interfaces, address] = await Promise.allSettled([del.interfacesGone, del.addressReturned])
+  if (interfaces.status === 'rejected') throw interfaces.reason
+  if (address.status === 'rejected') throw address.reason
+}
+
+/** cniDel's two parts, each settled on its own: what a caller waits for before the pod is reported gone, and what may follow it. */
+export interface CniDelSteps {
+  /** The plugins that act on the pod's interfaces (a portmap's rules), then the namespace: rejects with the first error. */
+  interfacesGone: Promise<void>
+  /** The address given back by the IPAM plugin of a veth-only bridge, run once interfacesGone settled: rejects with its error. */
+  addressReturned: Promise<void>
+}
+
+/** cniDel, its address part left running (CniDelSteps); both parts always run. */
+export function cniDelSteps(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): CniDelSteps {
   const reversed = [...list.plugins].reverse()
-  for (const p of reversed) if (ipamOfVethOnlyBridge(p) === undefined) await step(() => runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv))
-  await step(removeNamespace)
-  for (const p of reversed) {
-    const ipam = ipamOfVethOnlyBridge(p)
-    if (ipam) await step(() => runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv, ipam))
+  const inTurn = async (steps: Array<() => Promise<unknown>>) => {
+    let first: unknown
+    for (const step of steps) await step().catch((error: unknown) => void (first ??= error))
+    if (first) throw first
   }
-  if (first) throw first
+  const interfacesGone = inTurn([...reversed.filter((p) => ipamOfVethOnlyBridge(p) === undefined).map((p) => () => runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv)), removeNamespace])
+  const ipams = reversed.flatMap((p) => {
+    const ipam = ipamOfVethOnlyBridge(p)
+    return ipam ? [() => runPlugin(cniPath, 'DEL', pluginConf(list, p, prevResult), inv, ipam)] : []
+  })
+  const addressReturned = interfacesGone.then(
+    () => inTurn(ipams),
+    () => inTurn(ipams),
+  )
+  return {interfacesGone, addressReturned}
 }

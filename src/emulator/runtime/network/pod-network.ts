@@ -5,7 +5,7 @@ import {join} from 'node:path'
 import {RealClock, type Clock} from '../../../common/clock.js'
 import {RefillHolds} from '../../../common/refill-holds.js'
 import type {SandboxPoolFigures} from '../../provider/pool.js'
-import {cniAdd, type CniConfList, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
+import {cniAdd, type CniConfList, type CniDelSteps, type CniInvocation, type CniResult, DefaultCniPath} from './cni.js'
 import {bridgeName, conflist, defaultPodCidr, firstHost, isIpv4Cidr, type NodeNetworkConfig, podChain, podIndependentChain, podSpecificChain, type PortMapping} from './config.js'
 import {removeHostportChainIfEmpty} from './hostport-chain.js'
 import {deleteNetns} from './netns.js'
@@ -13,7 +13,7 @@ import {deleteNetns} from './netns.js'
 /** Where the pods' and the pool's network namespaces are held (sandbox/mount-base.ts keeps them out of every sandbox). */
 export {NetnsDir} from './netns.js'
 import {helpers} from '../process/helper-runner.js'
-import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries, removeNetwork} from './pool-entries.js'
+import {destroyEntry, type EntryContext, forgetEntry, makeEntry, makeNetwork, markLeasing, type NetworkEntry, reclaimEntries, removeNetwork, removeNetworkSteps} from './pool-entries.js'
 import {DefaultPoolCap, poolCapFor, PoolSizing, type PoolSizingOptions} from './pool-sizing.js'
 import {SandboxPool} from './sandbox-pool.js'
 
@@ -106,6 +106,9 @@ export class PodNetwork {
    * start and stop, and its other background work listens to it too).
    */
   readonly refillHolds: RefillHolds
+  /** Detached pods whose address is being given back, by UID (detach). */
+  private readonly returning = new Map<string, Promise<void>>()
+  private readonly log: ((line: string) => void) | undefined
 
   constructor(opts: PodNetworkOptions) {
     const podCidr = isIpv4Cidr(opts.podCidr) ? opts.podCidr : defaultPodCidr(opts.nodeName)
@@ -132,6 +135,7 @@ export class PodNetwork {
     const sizing = new PoolSizing({...opts.pool, cap: opts.pool?.cap ?? poolCapFor(DefaultPoolCap, podCidr, opts.pool?.maxPods)})
     const clock = opts.clock ?? RealClock
     this.refillHolds = new RefillHolds(() => clock.now())
+    this.log = opts.log
     if (sizing.cap > 0) {
       this.pool = new SandboxPool({make: () => makeEntry(this.entries), destroy: (e) => destroyEntry(this.entries, e)}, sizing, clock, this.refillHolds, opts.log)
     }
@@ -174,6 +178,21 @@ export class PodNetwork {
   }
 
   /**
+   * Once at start, after the pods' adoption: the attachments recorded for
+   * pods no runtime took over (a node stopped, or killed, while their
+   * addresses were being given back; an unreadable pod record) are removed
+   * and their addresses given back. What cannot be removed is logged and
+   * keeps its record.
+   */
+  async reclaimOrphans(adopted: ReadonlySet<string>): Promise<void> {
+    for (const uid of await this.attachedUids()) {
+      if (adopted.has(uid)) continue
+      await this.detach(uid).catch((error: unknown) => this.log?.(`cannot remove the network of gone pod ${uid}: ${(error as Error).message}`))
+    }
+    await this.addressesReturned()
+  }
+
+  /**
    * Once at start, after a restart too: the pool entries a previous run
    * recorded are reclaimed (ready, namespace still there) or destroyed,
    * those leased to pods are left to the pods' records; then the pool fills.
@@ -195,6 +214,8 @@ export class PodNetwork {
 
   /** The pod's namespace and address, made now or adopted from an earlier run. */
   async attach(req: PodNetworkRequest): Promise<PodAttachment> {
+    // A detach of the same UID may still be giving its address back: its record is not this attach's to find.
+    await this.returning.get(req.uid)
     const kept = await this.attached(req.uid)
     if (kept) return kept
     // An entry whose namespace was removed behind vnode's back is no sandbox: destroyed, the next one taken.
@@ -246,15 +267,62 @@ export class PodNetwork {
   }
 
   /**
-   * Gives the pod's address back and removes its veth, port mappings and
-   * namespace: the plugins' failures are not the pod's (its record goes),
-   * a namespace left behind is.
+   * Removes the pod's port mappings, namespace and veth, and returns once
+   * they are gone; its address is given back after that, in the
+   * background (addressesReturned), and its record goes once it is back.
+   * The plugins' failures are not the pod's (its record goes), a
+   * namespace left behind is (its record stays).
+   *
+   * Why the address may follow the pod's end: nothing of the pod is on the
+   * network once its namespace is deleted, and the IPAM plugin's DEL takes
+   * a lock on the node's leases, so a burst of deletions ran them one at a
+   * time before each pod could report its end (0.4 s at the median of 100).
+   * Until it is back the address is not leased again (host-local's lease
+   * and the pod's record stay): a restart finds the record and gives it
+   * back, an attach of the same UID waits for it, and close() waits for all.
    */
   async detach(uid: string): Promise<void> {
+    await this.returning.get(uid)
     const rec = await this.readRecord(uid)
-    if (rec) await removeNetwork(this.cniPath, podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result)
-    else await deleteNetns(NetnsPrefix + uid)
-    await rm(this.recordFile(uid), {force: true})
+    if (!rec) {
+      await deleteNetns(NetnsPrefix + uid)
+      await rm(this.recordFile(uid), {force: true})
+      return
+    }
+    const del = removeNetworkSteps(this.cniPath, podChain(this.list, rec.portMappings), this.invocation(rec, PodInterface), rec.result)
+    const returned = this.returnAddress(uid, del)
+    try {
+      await del.interfacesGone
+    } catch (error) {
+      await returned
+      throw error
+    }
+  }
+
+  /** The address's DEL, held by the node's background work and counted until it is back; the record goes when the namespace went too. */
+  private returnAddress(uid: string, del: CniDelSteps): Promise<void> {
+    const ended = this.refillHolds.add()
+    const returned = Promise.allSettled([del.interfacesGone, del.addressReturned])
+      .then(async ([interfaces]) => {
+        if (interfaces.status === 'fulfilled') await rm(this.recordFile(uid), {force: true})
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        ended()
+        this.returning.delete(uid)
+      })
+    this.returning.set(uid, returned)
+    return returned
+  }
+
+  /** Addresses of pods gone being given back now (detach). */
+  get addressesReturning(): number {
+    return this.returning.size
+  }
+
+  /** Once every address being given back (detach) is back. */
+  async addressesReturned(): Promise<void> {
+    while (this.returning.size > 0) await Promise.all(this.returning.values())
   }
 
   /** UIDs of the pods attached by this node (records in the state dir). */
@@ -270,6 +338,7 @@ export class PodNetwork {
    */
   async close(): Promise<void> {
     await this.pool?.close()
+    await this.addressesReturned()
     // The last plugin runs are over: the helper that ran them goes now rather than once idle.
     helpers.close()
     if ((await this.attachedUids()).length > 0) return

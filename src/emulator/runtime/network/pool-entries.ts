@@ -2,7 +2,7 @@ import {randomBytes} from 'node:crypto'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {basename, join} from 'node:path'
-import {cniAdd, cniDel, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
+import {cniAdd, cniDelSteps, type CniDelSteps, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
 import {addNetns, deleteNetns, netnsPath} from './netns.js'
 
 /**
@@ -93,10 +93,31 @@ export async function makeNetwork(ctx: Omit<EntryContext, 'dir'>, id: string, ne
  * it; a namespace left behind is, and keeps its caller's record.
  */
 export async function removeNetwork(cniPath: string, chain: CniConfList, inv: CniInvocation, result: CniResult | undefined): Promise<void> {
+  const del = removeNetworkSteps(cniPath, chain, inv, result)
+  const [interfaces] = await Promise.allSettled([del.interfacesGone, del.addressReturned])
+  if (interfaces.status === 'rejected') throw interfaces.reason
+}
+
+/**
+ * removeNetwork in its two parts (cni.ts cniDelSteps): interfacesGone
+ * rejects only when the namespace is left behind; addressReturned never
+ * rejects (a plugin's failure to give the address back is not the pod's).
+ */
+export function removeNetworkSteps(cniPath: string, chain: CniConfList, inv: CniInvocation, result: CniResult | undefined): CniDelSteps {
   let kept: unknown
   const removeNamespace = () => deleteNetns(basename(inv.netns)).catch((error: unknown) => void (kept = error))
-  await cniDel(chain, inv, result, removeNamespace, cniPath).catch(() => undefined)
-  if (kept) throw kept
+  const del = cniDelSteps(chain, inv, result, removeNamespace, cniPath)
+  return {
+    interfacesGone: del.interfacesGone
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        if (kept) throw kept
+      }),
+    addressReturned: del.addressReturned.catch(() => undefined),
+  }
 }
 
 /** A new pool entry, recorded before it is made and marked ready once whole. */
