@@ -72,7 +72,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 0.3,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against the kubelet's ${ms(f.kubelet)}`,
       why: () =>
-        'before its terminal status each pod stops its container, removes its cgroups and its namespace (`ip netns del`, one `ip` per batch; its address is given back after, in the background), while the kernel frees the namespaces on the same 2 cores; then its terminal status and the DELETE, two writes per pod (three where the delete\'s new generation was written before the pod\'s end), go through the client bucket of 100 refilled at 50/s',
+        "before its terminal status each pod stops its container, removes its cgroups and its namespace (`ip netns del`, one `ip` per batch; its address is given back after, in the background), while the kernel frees the namespaces on the same 2 cores; then its terminal status and the DELETE, two writes per pod (three where the delete's new generation was written before the pod's end), go through the client bucket of 100 refilled at 50/s",
     },
     {
       name: `the node as users run it: memory with ${n} pods <= 0.25x the kubelet's, containerd's and the shims' (PSS, same run)`,
