@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {parseEnvZero} from '../support/env-output.js'
 import {spawnSync} from 'node:child_process'
-import {existsSync, mkdtempSync, openSync, rmSync} from 'node:fs'
+import {existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
 import {Socket} from 'node:net'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
@@ -137,6 +137,35 @@ describe('the helper runner', () => {
       await expect(runner.spawn({argv: ['/bin/true'], env: {}, stdout: join(dir, 'missing'), stderr: pipes.stderr})).rejects.toThrow(/open/)
       out.stream.destroy()
       err.stream.destroy()
+    } finally {
+      runner.close()
+      rmSync(dir, {recursive: true, force: true})
+    }
+  })
+  test("a script is run by the monitor's own process, not by a new perl: the perl variables of its environment are not read, the pid answered is the one that execs, a script that fails exits 127 with its reason", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'helper-script-'))
+    const runner = new HelperRunner(60_000)
+    try {
+      const pipes = {stdout: join(dir, 'out'), stderr: join(dir, 'err')}
+      writeFileSync(pipes.stdout, '')
+      writeFileSync(pipes.stderr, '')
+      const marker = join(dir, 'pid')
+      // A new perl would refuse to start: it loads PERL5OPT's module first.
+      const env = {PERL5OPT: '-Mvnode_never_installed', V: 'env-value'}
+      const source = 'open(my $f, ">", shift @ARGV) or die; print $f "$$ $ENV{V}"; close $f; exec { $ARGV[0] } @ARGV; die "exec: $!"'
+      const m = await runner.spawn({argv: [], script: {source, args: [marker, '/bin/sh', '-c', 'echo "sh $$"; exit 3']}, env, ...pipes})
+      const ended = new Promise<[number | null, string | null]>((resolve) => m.once('exit', (code, signal) => resolve([code, signal])))
+      m.go()
+      expect(await ended).toEqual([3, null])
+      expect(readFileSync(marker, 'utf8')).toBe(`${m.pid} env-value`)
+      expect(readFileSync(pipes.stdout, 'utf8')).toBe(`sh ${m.pid}\n`)
+      expect(readFileSync(pipes.stderr, 'utf8')).toBe('')
+
+      const failing = await runner.spawn({argv: [], script: {source: 'die "no way\\n"', args: []}, env: {}, ...pipes})
+      const failed = new Promise<[number | null, string | null]>((resolve) => failing.once('exit', (code, signal) => resolve([code, signal])))
+      failing.go()
+      expect(await failed).toEqual([127, null])
+      expect(readFileSync(pipes.stderr, 'utf8')).toBe('vnode-helper: no way\n')
     } finally {
       runner.close()
       rmSync(dir, {recursive: true, force: true})

@@ -1,6 +1,7 @@
 import {EventEmitter} from 'node:events'
 import {existsSync} from 'node:fs'
 import {PassThrough} from 'node:stream'
+import type {PerlScript} from './host-programs.js'
 import {DefaultAdoptedPollMs} from './process-spec.js'
 
 /** What a sandbox's monitor is to its start, whether vnode's child or the helper's (sandbox/spawn.ts). */
@@ -17,6 +18,11 @@ export interface SandboxMonitor {
 export interface HelperSpawn {
   argv: string[]
   env: Record<string, string>
+  /**
+   * argv is `perl -e source args...`: the helper runs the source itself in the monitor's process, args its @ARGV,
+   * instead of starting perl again (the source must end in an exec).
+   */
+  script?: PerlScript
   /** The instance's output pipes (opened read-write for it, as instance-io.ts does). */
   stdout: string
   stderr: string

@@ -98,7 +98,8 @@ export class HelperRunner {
       )
       this.monitors.set(id, {child, monitor, held: true, started: (m) => (m instanceof Error ? reject(m) : resolve(m))})
       this.holdOpen(child, true)
-      this.write(child, ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', String(s.argv.length), ...s.argv, ...envFields(s.env)])
+      const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
+      this.write(child, ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', script, String(argv.length), ...argv, ...envFields(s.env)])
     })
   }
 

@@ -5,11 +5,16 @@
  *    answered `ran` id code(-1 for a signal) signal timedOut(1/0) stdout
  *    stderr. A program that cannot be run answers 127 with the reason on its
  *    stderr. Timeouts are kept to the second (perl-base's `time`).
- *  - `spawn` id stdoutPath stderrPath pidnsPath n argv... NAME=value...: a
- *    sandbox's monitor (bwrap behind its entry), in a session of its own,
+ *  - `spawn` id stdoutPath stderrPath pidnsPath script n argv...
+ *    NAME=value...: a sandbox's monitor (bwrap behind its entry), in a
+ *    session of its own,
  *    from /, its stdin /dev/null, its stdout and stderr the instance's
  *    pipes opened read-write (instance-io.ts), fd 3 its status pipe, fd 4
- *    its block pipe, fd 5 the PID namespace file when given. Answered `pid`
+ *    its block pipe, fd 5 the PID namespace file when given. A script that is
+ *    not empty is perl the forked process runs itself, with argv as its
+ *    @ARGV, in place of a new perl (`perl -e script argv...`): one program
+ *    start less, and no perl start-up reading the environment given (it
+ *    must end in an exec: its end is the monitor's exit). Answered `pid`
  *    id pid, then `status` id data for what it writes on fd 3, `closed` id
  *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
  *    `failed` id reason when it could not be started.
@@ -46,7 +51,7 @@ sub run {
   for ([$or, 'out'], [$er, 'err']) { $sel->add($_->[0]); $pipes{fileno $_->[0]} = [$pid, $_->[1], $_->[0]] }
 }
 sub spawn {
-  my ($id, $stdout, $stderr, $pidns, $n, @f) = @_;
+  my ($id, $stdout, $stderr, $pidns, $script, $n, @f) = @_;
   my @argv = splice(@f, 0, $n);
   my ($sr, $sw, $br, $bw, $ns, $o, $e);
   pipe($sr, $sw) && pipe($br, $bw) or return answer('failed', $id, "pipe: $!");
@@ -62,6 +67,7 @@ sub spawn {
     for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
     POSIX::close($_) for @from;
     environment(@f);
+    if ($script ne '') { @ARGV = @argv; eval "no strict; $script"; print STDERR "vnode-helper: $@"; POSIX::_exit(127) }
     exec { $argv[0] } @argv; print STDERR "exec $argv[0]: $!\\n"; POSIX::_exit(127);
   }
   close($sw); close($br); close($o); close($e); close($ns) if $ns;

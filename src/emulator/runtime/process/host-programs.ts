@@ -29,6 +29,17 @@ export function hostProgram(name: string): string {
 /** perl (Debian's perl-base, an Essential package): the runtime's fixed scripts (placed-argv.ts, sandbox/entry.ts). */
 export const PerlProgram = 'perl'
 
+/** A fixed perl script and its arguments: `perl -e source args...`, or run by a perl already running (the helper). */
+export interface PerlScript {
+  source: string
+  args: string[]
+}
+
+/** The argv that runs a script in a perl of its own. */
+export function perlScriptArgv(script: PerlScript): string[] {
+  return [hostProgram(PerlProgram), '-e', script.source, ...script.args]
+}
+
 /** Variables perl itself reads at start (PERL5OPT, PERLIO, ...). */
 const ReadByPerl = /^PERL/
 

@@ -1,4 +1,4 @@
-import {hostProgram, PerlProgram, speaksToPerl} from '../process/host-programs.js'
+import {hostProgram, PerlProgram, perlScriptArgv, type PerlScript, speaksToPerl} from '../process/host-programs.js'
 import {layerPrefix} from './root-layer.js'
 import type {ContainerSandboxSpec} from './spec.js'
 
@@ -64,6 +64,8 @@ export const EntryScript = [
 export interface SandboxEntry {
   argv: string[]
   env: Record<string, string>
+  /** The entry script, when argv runs it (`perl -e`): a perl already running (the helper) runs it itself. */
+  script?: PerlScript
 }
 
 /** The entry of one sandboxed start: one program where it can be (see above), the four otherwise. */
@@ -74,10 +76,8 @@ export function sandboxEntry(sandbox: ContainerSandboxSpec, env: Record<string, 
   const [mount] = layer?.mounts ?? []
   if (layer?.mode === 'root' && layer.mounts.length === 1 && mount && calls && perl.startsWith('/') && !speaksToPerl(env)) {
     const numbers = [calls.setns, calls.unshare, calls.mount].map(String)
-    return {
-      argv: [perl, '-e', EntryScript, ...numbers, sandbox.netns ?? '', sandbox.mountBase ?? '', mount.options, mount.target, '--', ...then],
-      env: {...env, [PerlQuietLocale]: '0'},
-    }
+    const script = {source: EntryScript, args: [...numbers, sandbox.netns ?? '', sandbox.mountBase ?? '', mount.options, mount.target, '--', ...then]}
+    return {argv: perlScriptArgv(script), env: {...env, [PerlQuietLocale]: '0'}, script}
   }
   const inLayer = [...(layer ? layerPrefix(layer) : []), ...then]
   const enter = [...(sandbox.netns ? [`--net=${sandbox.netns}`] : []), ...(sandbox.mountBase ? [`--mount=${sandbox.mountBase}`] : [])]

@@ -129,6 +129,7 @@ async function fromHelper(s: SandboxedSpawn, pipes: {stdout: string; stderr: str
   try {
     monitor = await helpers.spawn({
       argv: entry.argv,
+      script: entry.script,
       env: entry.env,
       stdout: pipes.stdout,
       stderr: pipes.stderr,
