@@ -55,7 +55,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 1.3,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against plain's ${ms(f.plain)}${cold(f)}`,
       why: () =>
-        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (the entry that joins its namespaces and mounts its writable layer, bwrap and its mounts, env, setpriv: four programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
+        "the warm pool makes the network ahead, but each sandboxed container still runs its sandbox's programs on its start path (bwrap and its mounts, env and setpriv: three programs before the container's own, bwrap's setup alone about 4.6 ms of CPU on an idle host, after the entry that joins the pod's namespaces and mounts its writable layer, run by the helper's forked process); a start is seen at the next 1 s relist, so a burst whose last start comes after plain's first relist is seen a relist later; a first burst larger than the pool also makes its networks on its path",
     },
     {
       name: `the node as users run it: start p99 <= 0.2x the reference kubelet's (${n} pods, same run)`,
@@ -64,7 +64,7 @@ export function goalList(size) {
       met: (f) => f.ratio <= 0.2,
       shows: (f) => `${x(f.ratio)}: p99 ${ms(f.p99)} against the kubelet's ${ms(f.kubelet)}${cold(f)}`,
       why: () =>
-        'a sandboxed container starts programs as under the kubelet (the entry, bwrap, env and setpriv, where containerd starts a shim and runc), and a burst larger than the warm pool also runs ip and the CNI plugins per pod, on the same 2 cores',
+        'a sandboxed container starts programs as under the kubelet (bwrap, env and setpriv, where containerd starts a shim and runc), and a burst larger than the warm pool also runs ip and the CNI plugins per pod, on the same 2 cores',
     },
     {
       name: `the node as users run it: delete burst p99 <= 0.3x the reference kubelet's (${n} pods, same run)`,

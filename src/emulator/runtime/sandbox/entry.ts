@@ -17,7 +17,9 @@ export const NsenterProgram = 'nsenter'
  * more (it parses the mount table). As root with the one overlay of `/`
  * (the usual case), one program does it by system calls: a fixed perl
  * script (Debian's perl-base, the runtime's placing step already:
- * placed-argv.ts), its paths and options arguments, never parsed.
+ * placed-argv.ts), its paths and options arguments, never parsed. The
+ * helper, itself perl, runs it in the process it forks for the monitor
+ * (SandboxEntry.script), so no program starts before bwrap there.
  * Elsewhere the four programs still do: another architecture (the calls'
  * numbers are per architecture), several overlays (`mount -a`), the
  * unprivileged mode (a user namespace first), no perl, or a container
