@@ -102,6 +102,14 @@ function ipamOfVethOnlyBridge(p: CniConfList['plugins'][number]): string | undef
   return typeof ipam?.type === 'string' ? ipam.type : ''
 }
 
+/** A DEL's two parts, each settled on its own (cniDel). */
+export interface CniDelSteps {
+  /** The plugins that act on the pod's interfaces (a portmap's rules), then the namespace: rejects with the first error. */
+  interfacesGone: Promise<void>
+  /** The address given back by the IPAM plugin of a veth-only bridge, run once interfacesGone settled: rejects with its error. */
+  addressReturned: Promise<void>
+}
+
 /**
  * DEL through every plugin, last first, for an attachment whose network
  * namespace is deleted with it (`removeNamespace`, in the chain's place of
@@ -120,26 +128,13 @@ function ipamOfVethOnlyBridge(p: CniConfList['plugins'][number]): string | undef
  * range, so it is leased again only once that turn comes round to it,
  * after every free address ahead of it.
  *
- * Every step runs even when one fails (a half-made attachment must still
- * give its lease back); the first error is thrown at the end.
+ * The DEL is two parts, each settled on its own (CniDelSteps): the pod's
+ * interfaces and namespace, which its end waits for, then its address,
+ * which may follow it. Every step runs even when one fails (a half-made
+ * attachment must still give its lease back); each part rejects with its
+ * first error.
  */
-export async function cniDel(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): Promise<void> {
-  const del = cniDelSteps(list, inv, prevResult, removeNamespace, cniPath)
-  const [interfaces, address] = await Promise.allSettled([del.interfacesGone, del.addressReturned])
-  if (interfaces.status === 'rejected') throw interfaces.reason
-  if (address.status === 'rejected') throw address.reason
-}
-
-/** cniDel's two parts, each settled on its own: what a caller waits for before the pod is reported gone, and what may follow it. */
-export interface CniDelSteps {
-  /** The plugins that act on the pod's interfaces (a portmap's rules), then the namespace: rejects with the first error. */
-  interfacesGone: Promise<void>
-  /** The address given back by the IPAM plugin of a veth-only bridge, run once interfacesGone settled: rejects with its error. */
-  addressReturned: Promise<void>
-}
-
-/** cniDel, its address part left running (CniDelSteps); both parts always run. */
-export function cniDelSteps(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): CniDelSteps {
+export function cniDel(list: CniConfList, inv: CniInvocation, prevResult: CniResult | undefined, removeNamespace: () => Promise<void>, cniPath = DefaultCniPath): CniDelSteps {
   const reversed = [...list.plugins].reverse()
   const inTurn = async (steps: Array<() => Promise<unknown>>) => {
     let first: unknown

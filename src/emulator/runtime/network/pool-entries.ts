@@ -2,7 +2,7 @@ import {randomBytes} from 'node:crypto'
 import {existsSync} from 'node:fs'
 import {mkdir, readFile, readdir, rename, rm, writeFile} from 'node:fs/promises'
 import {basename, join} from 'node:path'
-import {cniAdd, cniDelSteps, type CniDelSteps, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
+import {cniAdd, cniDel, type CniDelSteps, type CniConfList, type CniInvocation, type CniResult, CniVersion} from './cni.js'
 import {addNetns, deleteNetns, netnsPath} from './netns.js'
 
 /**
@@ -99,14 +99,14 @@ export async function removeNetwork(cniPath: string, chain: CniConfList, inv: Cn
 }
 
 /**
- * removeNetwork in its two parts (cni.ts cniDelSteps): interfacesGone
+ * removeNetwork in its two parts (cni.ts cniDel): interfacesGone
  * rejects only when the namespace is left behind; addressReturned never
  * rejects (a plugin's failure to give the address back is not the pod's).
  */
 export function removeNetworkSteps(cniPath: string, chain: CniConfList, inv: CniInvocation, result: CniResult | undefined): CniDelSteps {
   let kept: unknown
   const removeNamespace = () => deleteNetns(basename(inv.netns)).catch((error: unknown) => void (kept = error))
-  const del = cniDelSteps(chain, inv, result, removeNamespace, cniPath)
+  const del = cniDel(chain, inv, result, removeNamespace, cniPath)
   return {
     interfacesGone: del.interfacesGone
       .then(
