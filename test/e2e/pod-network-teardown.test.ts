@@ -142,7 +142,7 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
 
       // The node started again: only `kept` was adopted.
       const second = new PodNetwork({nodeName: orphanNode, podCidr: cidr, stateDir, routes: [], cniPath, pool: {cap: 0}})
-      await second.reclaimOrphans(new Set([kept]))
+      await second.start(new Set([kept]))
       expect(names.map(netnsExists)).toEqual([false, true])
       expect(orphanLeases()).toEqual([ips[1]])
       expect(existsSync(join(stateDir, 'network', 'pods', `${gone}.json`))).toBe(false)
@@ -163,7 +163,7 @@ describeE2e('pod network teardown: the veth pair, the namespace and the address,
     let holder: ChildProcess | undefined
     let stopMs: number | undefined
     try {
-      await pooled.startPool()
+      await pooled.start(new Set())
       await waitFor(() => pooled.poolFigures()?.ready === 2, 'two warm entries', 30_000, 50)
       const entries = readdirSync(join(dir, 'pool-state', 'network', 'pool')).map(
         (f) => JSON.parse(readFileSync(join(dir, 'pool-state', 'network', 'pool', f), 'utf8')) as {netns: string; result: {interfaces: Array<{name: string; sandbox?: string}>}},

@@ -164,10 +164,9 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       await this.adoptRecorded()
       // In the background: a start before the reserve is made has its pipes made as it comes.
       if (!this.closed) void this.podWork.fifos.prepare().catch((error: unknown) => this.opts.log?.(`cannot make spare output pipes: ${(error as Error).message}`))
-      // After the pods' adoption: attachments no pod took over go; entries a pod's record names are the pod's, the
-      // others are reclaimed or destroyed.
-      await this.opts.network?.reclaimOrphans(new Set(this.pods.keys()))
-      await this.opts.network?.startPool()
+      // After the pods' adoption: attachments no pod took over go; pool entries an adopted pod's record names are the
+      // pod's, the others are reclaimed or destroyed.
+      await this.opts.network?.start(new Set(this.pods.keys()))
     })()
     await this.adopted
   }

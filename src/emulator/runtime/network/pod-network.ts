@@ -178,33 +178,27 @@ export class PodNetwork {
   }
 
   /**
-   * Once at start, after the pods' adoption: the attachments recorded for
-   * pods no runtime took over (a node stopped, or killed, while their
-   * addresses were being given back; an unreadable pod record) are removed
-   * and their addresses given back. What cannot be removed is logged and
-   * keeps its record.
+   * Once at start, after the pods' adoption (`adopted`: their UIDs), in one
+   * pass over the attachment records: those of pods no runtime took over (a
+   * node stopped, or killed, while their addresses were being given back;
+   * an unreadable pod record) are removed and their addresses given back
+   * (what cannot be removed is logged and keeps its record); the pool
+   * entries a previous run recorded are reclaimed (ready, namespace still
+   * there) or destroyed, those leased to adopted pods are left to the pods'
+   * records; then the pool fills.
    */
-  async reclaimOrphans(adopted: ReadonlySet<string>): Promise<void> {
-    for (const uid of await this.attachedUids()) {
-      if (adopted.has(uid)) continue
-      await this.detach(uid).catch((error: unknown) => this.log?.(`cannot remove the network of gone pod ${uid}: ${(error as Error).message}`))
-    }
-    await this.addressesReturned()
-  }
-
-  /**
-   * Once at start, after a restart too: the pool entries a previous run
-   * recorded are reclaimed (ready, namespace still there) or destroyed,
-   * those leased to pods are left to the pods' records; then the pool fills.
-   */
-  async startPool(): Promise<void> {
-    if (!this.pool) return
+  async start(adopted: ReadonlySet<string>): Promise<void> {
     const leased = new Set<string>()
     for (const uid of await this.attachedUids()) {
+      if (!adopted.has(uid)) {
+        await this.detach(uid).catch((error: unknown) => this.log?.(`cannot remove the network of gone pod ${uid}: ${(error as Error).message}`))
+        continue
+      }
       const rec = await this.readRecord(uid)
       if (rec?.containerId) leased.add(rec.containerId)
     }
-    await this.pool.start(await reclaimEntries(this.entries, leased))
+    await this.addressesReturned()
+    if (this.pool) await this.pool.start(await reclaimEntries(this.entries, leased))
   }
 
   /** The pool's figures; undefined without a pool. */
