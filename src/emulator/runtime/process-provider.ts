@@ -333,7 +333,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     const cgroup = rt?.sandbox.cgroup.containerPath(ref.container)
     if (cgroup && enter.length === 0) {
       try {
-        this.cgroups?.placeTree(cgroup, handle.pgid)
+        await this.cgroups?.placeTree(cgroup, handle.pgid)
       } catch {
         /* it already ended */
       }

@@ -1,4 +1,5 @@
 import {readdirSync, readFileSync, rmdirSync, writeFileSync} from 'node:fs'
+import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {ResourceConfig} from './resources.js'
 
@@ -24,8 +25,11 @@ export interface CgroupDriver {
   /** Makes the cgroup and any missing parent, each ready to hold processes (v1 cpuset copied, v2 controllers enabled). */
   create(path: string): void
   apply(path: string, config: ResourceConfig, opts?: {oomGroup?: boolean}): void
-  /** Moves a process (and its threads) into the cgroup. */
-  place(path: string, pid: number): void
+  /**
+   * Moves a process (and its threads) into the cgroup. Asynchronous: moving a process waits on the kernel's cgroup
+   * locks (once per v1 hierarchy), which must not hold up the event loop of a node starting many pods at once.
+   */
+  place(path: string, pid: number): Promise<void>
   /** The cgroup.procs files a process writes its pid to to join the cgroup (one per v1 hierarchy). */
   procsFiles(path: string): string[]
   /** Processes in the cgroup and below it (every hierarchy, for v1); empty when it is gone. */
@@ -50,9 +54,23 @@ export function writeCg(dir: string, file: string, value: string | number): void
   try {
     writeFileSync(join(dir, file), String(value))
   } catch (error) {
-    const e = error as NodeJS.ErrnoException
-    throw new Error(`cannot write ${value} to ${join(dir, file)}: ${e.code ?? e.message}`, {cause: error})
+    throw writeCgError(dir, file, value, error)
   }
+}
+
+/** writeCg on the thread pool (the event loop goes on meanwhile). */
+export async function writeCgAsync(dir: string, file: string, value: string | number): Promise<void> {
+  try {
+    await writeFile(join(dir, file), String(value))
+  } catch (error) {
+    throw writeCgError(dir, file, value, error)
+  }
+}
+
+/** A refused cgroup write: the file, the value and the errno; the kernel's error as the cause. */
+function writeCgError(dir: string, file: string, value: string | number, error: unknown): Error {
+  const e = error as NodeJS.ErrnoException
+  return new Error(`cannot write ${value} to ${join(dir, file)}: ${e.code ?? e.message}`, {cause: error})
 }
 
 export function readCg(dir: string, file: string): string | undefined {

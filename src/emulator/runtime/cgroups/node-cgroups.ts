@@ -114,9 +114,9 @@ export class NodeCgroups {
    * exits at once can end before it is placed) is not a failure of its start:
    * its exit, with its own code, is what the container reports.
    */
-  place(path: string, pid: number): void {
+  async place(path: string, pid: number): Promise<void> {
     try {
-      this.driver.place(path, pid)
+      await this.driver.place(path, pid)
     } catch (error) {
       if (((error as Error).cause as NodeJS.ErrnoException | undefined)?.code !== 'ESRCH') throw error
     }
@@ -128,11 +128,11 @@ export class NodeCgroups {
   }
 
   /** A process and the children it already started (an exec through nsenter --fork), best effort for the children. */
-  placeTree(path: string, pid: number): void {
-    this.driver.place(path, pid)
+  async placeTree(path: string, pid: number): Promise<void> {
+    await this.driver.place(path, pid)
     for (const child of childPids(pid)) {
       try {
-        this.placeTree(path, child)
+        await this.placeTree(path, child)
       } catch {
         /* ended meanwhile */
       }

@@ -46,10 +46,10 @@ export class PodCgroupState {
   }
 
   /** A process of the pod itself (the shared PID namespace's holder) into the pod cgroup; best effort. */
-  placeInPod(pod: V1Pod, pid: number): void {
+  async placeInPod(pod: V1Pod, pid: number): Promise<void> {
     if (!this.node) return
     try {
-      this.node.place(this.node.ensurePod(pod), pid)
+      await this.node.place(this.node.ensurePod(pod), pid)
     } catch {
       /* gone already, or the kernel refused: the holder runs nothing of the pod's */
     }

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
-import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg, writeCgAsync} from './driver.js'
 import {NoLimit, type ResourceConfig} from './resources.js'
 
 /** The v1 controllers a pod cgroup needs, and those used when present. */
@@ -63,8 +63,9 @@ export class CgroupV1 implements CgroupDriver {
     if (pids && c.pidsLimit !== undefined) writeCg(pids, 'pids.max', c.pidsLimit === NoLimit ? 'max' : c.pidsLimit)
   }
 
-  place(path: string, pid: number): void {
-    for (const d of this.all(path)) writeCg(d, 'cgroup.procs', pid)
+  /** One hierarchy after the other: each write holds the kernel's lock of the process's cgroups, so at once they would only queue there. */
+  async place(path: string, pid: number): Promise<void> {
+    for (const d of this.all(path)) await writeCgAsync(d, 'cgroup.procs', pid)
   }
 
   procsFiles(path: string): string[] {

@@ -1,6 +1,6 @@
 import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
-import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg} from './driver.js'
+import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg, writeCgAsync} from './driver.js'
 import {NoLimit, type ResourceConfig, sharesToWeight} from './resources.js'
 
 export const RequiredV2Controllers = ['cpu', 'memory', 'pids'] as const
@@ -50,8 +50,8 @@ export class CgroupV2 implements CgroupDriver {
     if (opts.oomGroup && readCg(d, 'memory.oom.group') !== undefined) writeCg(d, 'memory.oom.group', 1)
   }
 
-  place(path: string, pid: number): void {
-    writeCg(this.dir(path), 'cgroup.procs', pid)
+  place(path: string, pid: number): Promise<void> {
+    return writeCgAsync(this.dir(path), 'cgroup.procs', pid)
   }
 
   procsFiles(path: string): string[] {

@@ -119,7 +119,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       beforeExec:
         cgroup || beforeExec
           ? async (pid, placed) => {
-              if (cgroup && !placed) cgroups!.place(cgroup, pid)
+              if (cgroup && !placed) await cgroups!.place(cgroup, pid)
               await beforeExec?.(pod, c.name, pid)
             }
           : undefined,

@@ -185,7 +185,7 @@ export class PodSandbox {
     const h = await startPidNamespaceHolder(containerHostname(pod))
     h.monitor.unref()
     // The pod's own process (the kubelet's pause container) lives in the pod cgroup.
-    this.cgroup.placeInPod(pod, h.pid)
+    await this.cgroup.placeInPod(pod, h.pid)
     this.pidHolder = {pid: h.pid, startTicks: h.startTicks}
     this.deps.changed()
     return this.pidHolder
