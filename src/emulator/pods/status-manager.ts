@@ -1,16 +1,15 @@
-import {type CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodStatus} from '@kubernetes/client-node'
+import type {CoreV1Api, V1Pod, V1PodStatus} from '@kubernetes/client-node'
 import {isDeepStrictEqual} from 'node:util'
 import {RealClock, type Clock, type ClockTimer} from '../../common/clock.js'
 import {WakeTimer} from '../../common/wake-timer.js'
 import {Backoff} from '../kube/backoff.js'
-import {describeApiError, isConflict, isNotFound} from '../kube/errors.js'
 import {isStaticPod} from './config.js'
 import type {MirrorTarget} from './mirror.js'
 import type {WorkerStatusPort} from './pod-worker.js'
 import {buildPodStatus, isTerminalPhase, type StatusOverride} from './status.js'
-import {patchBody} from './status-patch.js'
 import {DefaultStatusWritesInFlight, WriteTurns} from './write-turns.js'
-import {canBeDeleted, needsUpdate, reconcileDue, settled, type Entry} from './status-entry.js'
+import {reconcileDue, settled, type Entry} from './status-entry.js'
+import {StatusWriter} from './status-writer.js'
 
 /** A change waits this long for more changes before it is written (bursts become one write). */
 export const DefaultStatusCoalesceMs = 100
@@ -36,8 +35,6 @@ export const DefaultStatusReconcileMs = 5_000
 function isForceDeleted(pod: V1Pod): boolean {
   return !!pod.metadata?.deletionTimestamp && pod.metadata.deletionGracePeriodSeconds === 0
 }
-
-const SmpOptions = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)
 
 export interface StatusManagerHooks {
   couldHaveRunningContainers(uid: string): boolean
@@ -82,10 +79,12 @@ export interface StatusManagerOptions {
 /**
  * The only writer of pod status. Keeps the provider's latest report per UID
  * (entries exist only for pods in the API and are dropped when the pod is
- * gone), builds the kubelet's status, and writes it with a strategic merge
- * patch of pods/<name>/status carrying metadata.uid as precondition and no
- * resourceVersion: label and annotation edits by others never conflict and
- * are never overwritten. Bursts are coalesced; a terminal phase is final.
+ * gone), builds the kubelet's status, and decides when each pod's is written
+ * (coalescing, transition holds, retries, the periodic reconcile); the write
+ * itself (status-writer.ts) is a strategic merge patch of pods/<name>/status
+ * carrying metadata.uid as precondition and no resourceVersion: label and
+ * annotation edits by others never conflict and are never overwritten. A
+ * terminal phase is final.
  */
 export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private readonly entries = new Map<string, Entry>()
@@ -96,12 +95,13 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
   private readonly reconcileTimer: ClockTimer | undefined
   private readonly clock: Clock
   private readonly turns: WriteTurns
+  private readonly writer: StatusWriter
   /** Status PATCHes sent, per UID still tracked and in total. */
   writes = 0
   readonly writesByUid = new Map<string, number>()
 
   constructor(
-    private readonly core: CoreV1Api,
+    core: CoreV1Api,
     private readonly opts: StatusManagerOptions,
   ) {
     this.coalesceMs = opts.coalesceMs ?? DefaultStatusCoalesceMs
@@ -109,6 +109,16 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     this.clock = opts.clock ?? RealClock
     this.now = opts.now ?? (() => new Date(this.clock.now()))
     this.turns = new WriteTurns(opts.writesInFlight ?? DefaultStatusWritesInFlight, this.clock)
+    this.writer = new StatusWriter(core, this.turns, opts.throttle, {
+      current: (e) => !this.stopped && this.entries.get(e.uid) === e,
+      build: (e) => this.buildFor(e),
+      target: (e) => this.targetOf(e),
+      written: (e, pod, status) => this.written(e, pod, status),
+      failed: (e, message) => {
+        this.opts.onError?.(message)
+        if (!this.stopped && this.entries.get(e.uid) === e) this.schedule(e, e.backoff.next())
+      },
+    })
     const reconcileMs = opts.reconcileMs ?? DefaultStatusReconcileMs
     if (reconcileMs > 0) {
       this.reconcileTimer = this.clock.setInterval(() => this.reconcile(), reconcileMs)
@@ -311,7 +321,7 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     e.wake.cancel()
     e.firstDirtyAt = undefined
     e.unheld = false
-    const p = this.write(e)
+    const p = this.writer.write(e)
     e.writing = p
     try {
       await p
@@ -327,73 +337,13 @@ export class StatusManager implements Omit<WorkerStatusPort, 'terminate'> {
     return this.opts.mirrorTarget?.(e.pod)
   }
 
-  private async write(e: Entry): Promise<void> {
-    const {name, namespace, uid} = e.pod.metadata!
-    const target = this.targetOf(e)
-    // A static pod without a mirror: nothing to write to until one appears (retarget).
-    if (!target) return
-    // A new mirror (or a status someone else overwrote) gets the whole status, whatever it has now.
-    const moved = e.writtenTo !== target.uid
-    e.inconsistent = false
-    // A pod that was finished before we saw it, or that we already finished, keeps its status.
-    const done = !moved && (isTerminalPhase(e.written?.phase) || (!e.written && isTerminalPhase(e.pod.status?.phase) && e.terminal))
-    let status = done ? undefined : this.buildFor(e)
-    if (status && needsUpdate(e, status, moved)) {
-      const free = this.turns.now()
-      const release = free ?? (await this.turns.next())
-      try {
-        if (!free || this.opts.throttle) {
-          await this.opts.throttle?.()
-          if (this.entries.get(e.uid) !== e || e.gone || this.stopped) return
-          // Built again after waiting for its turn: whatever changed meanwhile goes in this one write.
-          status = this.buildFor(e)
-        }
-        if (needsUpdate(e, status, moved)) {
-          const before = moved ? target.status : (e.written ?? e.pod.status)
-          const pod = await this.core.patchNamespacedPodStatus({name: target.name, namespace: target.namespace, body: patchBody(target.uid, status, before)}, SmpOptions)
-          this.writes++
-          this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
-          e.written = status
-          e.writtenTo = target.uid
-          e.backoff.reset()
-          // A static pod keeps its own identity in the feed (the mirror has another UID).
-          const metadata = e.isStatic ? e.pod.metadata : (pod.metadata ?? e.pod.metadata)
-          if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata, status}))
-        }
-      } catch (error) {
-        return this.failed(e, error, 'writing status')
-      } finally {
-        release()
-      }
-    }
-    if (canBeDeleted(e)) {
-      const release = await this.turns.next()
-      try {
-        await this.opts.throttle?.()
-        if (this.stopped) return
-        await this.core.deleteNamespacedPod({name: name!, namespace: namespace!, gracePeriodSeconds: 0, body: {gracePeriodSeconds: 0, preconditions: {uid}}})
-        e.deleted = true
-      } catch (error) {
-        return this.failed(e, error, 'deleting pod')
-      } finally {
-        release()
-      }
-    }
-  }
-
-  private failed(e: Entry, error: unknown, what: string): void {
-    if (e.isStatic && (isNotFound(error) || isConflict(error))) {
-      // The mirror was deleted or replaced: the next one is written when it appears (retarget).
-      e.writtenTo = undefined
-      return
-    }
-    if (isNotFound(error) || isConflict(error)) {
-      // Gone, or the name now belongs to another pod (UID precondition): nothing of ours to write.
-      e.gone = true
-      return
-    }
-    this.opts.onError?.(`${what} of pod ${e.pod.metadata?.namespace}/${e.pod.metadata?.name}: ${describeApiError(error)}`)
-    if (!this.stopped && this.entries.get(e.uid) === e) this.schedule(e, e.backoff.next())
+  /** A status PATCH went through: counted, and the pod as written goes to the feed. */
+  private written(e: Entry, pod: V1Pod, status: V1PodStatus): void {
+    this.writes++
+    this.writesByUid.set(e.uid, (this.writesByUid.get(e.uid) ?? 0) + 1)
+    // A static pod keeps its own identity in the feed (the mirror has another UID).
+    const metadata = e.isStatic ? e.pod.metadata : (pod.metadata ?? e.pod.metadata)
+    if (this.entries.get(e.uid) === e) this.opts.onChange?.(structuredClone({...e.pod, metadata, status}))
   }
 
   /** Write every pending change now (shutdown). */
