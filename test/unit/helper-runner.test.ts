@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {parseEnvZero} from '../support/env-output.js'
 import {spawnSync} from 'node:child_process'
-import {existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync} from 'node:fs'
 import {Socket} from 'node:net'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
@@ -166,6 +166,58 @@ describe('the helper runner', () => {
       failing.go()
       expect(await failed).toEqual([127, null])
       expect(readFileSync(pipes.stderr, 'utf8')).toBe('vnode-helper: no way\n')
+    } finally {
+      runner.close()
+      rmSync(dir, {recursive: true, force: true})
+    }
+  })
+
+  test('a bare process started by the helper: in a session of its own, from its cwd, exactly its environment, no fd but its stdio, its output in the pipes; a failed exec or chdir is refused with its errno, and nothing of it is left', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'helper-bare-'))
+    const runner = new HelperRunner(60_000)
+    try {
+      const pipes = {stdout: join(dir, 'out'), stderr: join(dir, 'err')}
+      writeFileSync(pipes.stdout, '')
+      writeFileSync(pipes.stderr, '')
+      const env = {PATH: '/usr/bin:/bin', 'a.b': 'dot=ted', PERL5OPT: '-Mvnode_never_installed'}
+      // Found on the environment's PATH, as execvp finds it; looked at from outside while it runs.
+      const sleeper = await runner.spawnBare({argv: ['sleep', '30'], env, ...pipes, cwd: dir})
+      const pid = sleeper.pid!
+      expect(readdirSync(`/proc/${pid}/fd`).sort()).toEqual(['0', '1', '2'])
+      expect(readlinkSync(`/proc/${pid}/fd/0`)).toBe('/dev/null')
+      expect(readlinkSync(`/proc/${pid}/fd/1`)).toBe(pipes.stdout)
+      expect(readlinkSync(`/proc/${pid}/fd/2`)).toBe(pipes.stderr)
+      expect(readlinkSync(`/proc/${pid}/cwd`)).toBe(dir)
+      expect(parseEnvZero(readFileSync(`/proc/${pid}/environ`, 'utf8'))).toEqual(env)
+      // Its session's id is its pid (setsid: its group is its own to signal).
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      expect(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]).toBe(String(pid))
+      const killed = new Promise<[number | null, string | null]>((resolve) => sleeper.once('exit', (code, signal) => resolve([code, signal])))
+      process.kill(-pid, 'SIGTERM')
+      expect(await killed).toEqual([null, 'SIGTERM'])
+
+      const m = await runner.spawnBare({argv: ['/bin/sh', '-c', 'echo out; echo err >&2; exit 5'], env: {}, ...pipes, cwd: '/'})
+      expect(await new Promise((resolve) => m.once('exit', (code, signal) => resolve([code, signal])))).toEqual([5, null])
+      expect(readFileSync(pipes.stdout, 'utf8')).toBe('out\n')
+      expect(readFileSync(pipes.stderr, 'utf8')).toBe('err\n')
+
+      // A script runs in the forked process (the cgroup placement's): what it execs is the pid answered.
+      const marker = join(dir, 'pid')
+      const source = 'open(my $f, ">", shift @ARGV) or die; print $f "$$"; close $f; exec { $ARGV[0] } @ARGV; die "exec: $!"'
+      const placed = await runner.spawnBare({argv: [], script: {source, args: [marker, '/bin/true']}, env: {}, ...pipes, cwd: '/'})
+      await new Promise((resolve) => placed.once('exit', resolve))
+      expect(readFileSync(marker, 'utf8')).toBe(String(placed.pid))
+
+      await expect(runner.spawnBare({argv: ['no-such-program-here'], env: {PATH: '/usr/bin:/bin'}, ...pipes, cwd: '/'})).rejects.toMatchObject({code: 'ENOENT'})
+      writeFileSync(join(dir, 'not-executable'), 'echo no\n')
+      await expect(runner.spawnBare({argv: [join(dir, 'not-executable')], env: {}, ...pipes, cwd: '/'})).rejects.toMatchObject({code: 'EACCES'})
+      await expect(runner.spawnBare({argv: ['/bin/true'], env: {}, ...pipes, cwd: join(dir, 'missing')})).rejects.toMatchObject({
+        code: 'ENOENT',
+        message: expect.stringMatching(/^chdir .*missing: No such file/),
+      })
+      // The refused ones were reaped: the helper has no child left.
+      const children = readFileSync(`/proc/${runner.pid}/task/${runner.pid}/children`, 'utf8').trim()
+      expect(children).toBe('')
     } finally {
       runner.close()
       rmSync(dir, {recursive: true, force: true})

@@ -30,6 +30,19 @@ export interface HelperSpawn {
   pidns?: string
 }
 
+/** A bare container process the helper starts (process/container-process.ts): no sandbox, no status or block fd. */
+export interface HelperBareSpawn {
+  argv: string[]
+  env: Record<string, string>
+  /** Runs in the forked process in place of argv (HelperSpawn.script); it must end in an exec. */
+  script?: PerlScript
+  /** The instance's output pipes (opened read-write for it). */
+  stdout: string
+  stderr: string
+  /** Its working directory on the host. */
+  cwd: string
+}
+
 /** A monitor started by the helper: its pid, what it writes on its status fd, its exit as the helper reaped it. */
 export class HelperMonitor extends EventEmitter implements SandboxMonitor {
   pid?: number

@@ -1,11 +1,12 @@
 import {spawn, type ChildProcess} from 'node:child_process'
 import {execa} from 'execa'
 import {hostProgram, PerlProgram} from './host-programs.js'
-import {HelperMonitor, watchOrphan, type HelperSpawn} from './helper-monitor.js'
+import {constants as osConstants} from 'node:os'
+import {HelperMonitor, watchOrphan, type HelperBareSpawn, type HelperSpawn} from './helper-monitor.js'
 import {HelperScript} from './helper-script.js'
 import {signalName} from './proc.js'
 
-export {HelperMonitor, type HelperSpawn, type SandboxMonitor} from './helper-monitor.js'
+export {HelperMonitor, type HelperBareSpawn, type HelperSpawn, type SandboxMonitor} from './helper-monitor.js'
 export {HelperScript} from './helper-script.js'
 
 /**
@@ -86,6 +87,20 @@ export class HelperRunner {
 
   /** Starts a sandbox's monitor from the helper; rejects when it cannot be started (the reason). */
   spawn(s: HelperSpawn): Promise<HelperMonitor> {
+    const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
+    return this.start((id) => ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', script, String(argv.length), ...argv, ...envFields(s.env)])
+  }
+
+  /**
+   * Starts a bare container process from the helper (vnode does not fork itself for it); resolves once its program
+   * runs, rejects when its chdir or exec failed, with the errno's code (ENOENT, EACCES, ...) on the error.
+   */
+  spawnBare(s: HelperBareSpawn): Promise<HelperMonitor> {
+    const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
+    return this.start((id) => ['bare', id, s.stdout, s.stderr, s.cwd, script, String(argv.length), ...argv, ...envFields(s.env)])
+  }
+
+  private start(request: (id: string) => string[]): Promise<HelperMonitor> {
     const child = this.helper()
     if (!child) return Promise.reject(new Error('no helper'))
     const id = String(this.nextId++)
@@ -98,8 +113,7 @@ export class HelperRunner {
       )
       this.monitors.set(id, {child, monitor, held: true, started: (m) => (m instanceof Error ? reject(m) : resolve(m))})
       this.holdOpen(child, true)
-      const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
-      this.write(child, ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', script, String(argv.length), ...argv, ...envFields(s.env)])
+      this.write(child, request(id))
     })
   }
 
@@ -204,7 +218,7 @@ export class HelperRunner {
       entry.started(m)
     } else if (kind === 'failed') {
       this.monitors.delete(id)
-      entry.started(new Error(first))
+      entry.started(Object.assign(new Error(first), {code: errnoCode(Number(second))}))
     } else if (kind === 'status') m.status.write(first)
     else if (kind === 'closed') m.status.end()
     else if (kind === 'exit') {
@@ -253,6 +267,12 @@ export class HelperRunner {
     }
     this.settle()
   }
+}
+
+/** The errno's name (ENOENT for 2): undefined for 0 (no errno) or one the platform does not name. */
+function errnoCode(errno: number): string | undefined {
+  if (!errno) return undefined
+  return Object.entries(osConstants.errno).find(([, n]) => n === errno)?.[0]
 }
 
 async function runDirectly(file: string, args: string[], opts: HelperRun): Promise<HelperResult> {

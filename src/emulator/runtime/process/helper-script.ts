@@ -18,6 +18,13 @@
  *    id pid, then `status` id data for what it writes on fd 3, `closed` id
  *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
  *    `failed` id reason when it could not be started.
+ *  - `bare` id stdoutPath stderrPath cwd script n argv... NAME=value...: a
+ *    bare container process, in a session of its own, from cwd, its stdin
+ *    /dev/null, its stdout and stderr the instance's pipes, and no other fd;
+ *    the script as for `spawn`. Answered `pid` id pid once its exec has
+ *    succeeded (a close-on-exec pipe tells), then `exit` as for `spawn`; or
+ *    `failed` id reason errno when the chdir or the exec failed (the child
+ *    reaped).
  *  - `go` id: writes to the monitor's block pipe and closes it.
  * Once its stdin closes (vnode is gone, or done with it), the helper lets
  * monitors held at their block fd run, finishes its runs and stays until its
@@ -66,6 +73,7 @@ sub spawn {
     open(STDIN, '<', '/dev/null');
     for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
     POSIX::close($_) for @from;
+    close_others(3 .. $#from + 1);
     environment(@f);
     if ($script ne '') { @ARGV = @argv; eval "no strict; $script"; print STDERR "vnode-helper: $@"; POSIX::_exit(127) }
     exec { $argv[0] } @argv; print STDERR "exec $argv[0]: $!\\n"; POSIX::_exit(127);
@@ -75,10 +83,43 @@ sub spawn {
   $sel->add($sr); $pipes{fileno $sr} = [$pid, 'status', $sr, $id];
   answer('pid', $id, $pid);
 }
+# Closes every fd above 2 but those given: a container gets its stdio (and bwrap its status, block and namespace fds),
+# never what the helper holds (its pipes to vnode, other monitors') nor what vnode's own parent left open.
+sub close_others { my %keep = map { $_ => 1 } @_; opendir(my $d, '/proc/self/fd') or return; my @fds = grep { /^\\d+$/ && $_ > 2 && !$keep{$_} && $_ != fileno($d) } readdir($d); closedir($d); POSIX::close($_) for @fds }
+sub bare {
+  my ($id, $stdout, $stderr, $cwd, $script, $n, @f) = @_;
+  my @argv = splice(@f, 0, $n);
+  my ($xr, $xw, $o, $e);
+  pipe($xr, $xw) or return answer('failed', $id, "pipe: $!", 0);
+  open($o, '+<', $stdout) && open($e, '+<', $stderr) or return answer('failed', $id, "open: $!", 0);
+  my $pid = fork();
+  return answer('failed', $id, "fork: $!", 0) unless defined $pid;
+  if ($pid == 0) {
+    $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
+    close($xr); POSIX::setsid();
+    my @from = map { POSIX::dup(fileno $_) } ($o, $e);
+    open(STDIN, '<', '/dev/null');
+    for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
+    POSIX::close($_) for @from;
+    close_others(fileno $xw);
+    chdir($cwd) or do { syswrite($xw, "chdir $cwd: $! " . ($! + 0)); POSIX::_exit(127) };
+    environment(@f);
+    if ($script ne '') { @ARGV = @argv; eval "no strict; $script"; print STDERR "vnode-helper: $@"; POSIX::_exit(127) }
+    exec { $argv[0] } @argv; syswrite($xw, "$! " . ($! + 0)); POSIX::_exit(127);
+  }
+  close($xw); close($o); close($e);
+  # The child's end closes at its exec (close-on-exec) or after it wrote why it could not: read to the end.
+  my $why = '';
+  for (;;) { my $r = sysread($xr, $why, 4096, length $why); next if !defined $r && $! == POSIX::EINTR(); last unless $r }
+  close($xr);
+  if ($why ne '') { waitpid($pid, 0); my ($reason, $errno) = $why =~ /^(.*) (\\d+)$/s; return answer('failed', $id, $reason // $why, $errno // 0) }
+  $monitors{$pid} = $id;
+  answer('pid', $id, $pid);
+}
 sub go { my $b = delete $blocks{$_[0]}; if ($b) { syswrite($b, 'go'); close($b) } }
 sub request {
   my ($kind, @f) = map { unhex($_) } split(/ /, $_[0], -1);
-  if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'go') { go(@f) }
+  if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'bare') { bare(@f) } elsif ($kind eq 'go') { go(@f) }
 }
 while ($open || %jobs || %monitors) {
   my @ready = $sel->can_read(%jobs ? 1 : undef);
