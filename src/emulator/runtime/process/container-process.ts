@@ -161,11 +161,13 @@ export class ContainerProcess {
    */
   private static async startFromHelper(spec: SpawnSpec, file: string, args: string[]): Promise<ContainerProcess> {
     const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
-    const {argv, placed, script} = placedArgv(spec, file, args)
+    // The placing step stays a perl of its own (not a script of the helper's fork): its exec is the one that takes the
+    // container's environment and arguments, so one too large for the kernel (E2BIG) fails the start, as vnode's own spawn did.
+    const {argv, placed} = placedArgv(spec, file, args)
     let pid: number
     let rawExit: Promise<RawExit>
     try {
-      const monitor = await helpers.spawnBare({argv, script, env: spec.env, stdout: pipes.stdout, stderr: pipes.stderr, cwd: spec.cwd})
+      const monitor = await helpers.spawnBare({argv, env: spec.env, stdout: pipes.stdout, stderr: pipes.stderr, cwd: spec.cwd})
       pid = monitor.pid!
       rawExit = monitorExit(monitor)
     } catch (error) {

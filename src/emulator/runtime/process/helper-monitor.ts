@@ -34,8 +34,6 @@ export interface HelperSpawn {
 export interface HelperBareSpawn {
   argv: string[]
   env: Record<string, string>
-  /** Runs in the forked process in place of argv (HelperSpawn.script); it must end in an exec. */
-  script?: PerlScript
   /** The instance's output pipes (opened read-write for it). */
   stdout: string
   stderr: string

@@ -96,8 +96,7 @@ export class HelperRunner {
    * runs, rejects when its chdir or exec failed, with the errno's code (ENOENT, EACCES, ...) on the error.
    */
   spawnBare(s: HelperBareSpawn): Promise<HelperMonitor> {
-    const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
-    return this.start((id) => ['bare', id, s.stdout, s.stderr, s.cwd, script, String(argv.length), ...argv, ...envFields(s.env)])
+    return this.start((id) => ['bare', id, s.stdout, s.stderr, s.cwd, String(s.argv.length), ...s.argv, ...envFields(s.env)])
   }
 
   private start(request: (id: string) => string[]): Promise<HelperMonitor> {

@@ -18,10 +18,10 @@
  *    id pid, then `status` id data for what it writes on fd 3, `closed` id
  *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
  *    `failed` id reason when it could not be started.
- *  - `bare` id stdoutPath stderrPath cwd script n argv... NAME=value...: a
- *    bare container process, in a session of its own, from cwd, its stdin
- *    /dev/null, its stdout and stderr the instance's pipes, and no other fd;
- *    the script as for `spawn`. Answered `pid` id pid once its exec has
+ *  - `bare` id stdoutPath stderrPath cwd n argv... NAME=value...: a bare
+ *    container process, in a session of its own, from cwd, its stdin
+ *    /dev/null, its stdout and stderr the instance's pipes, and no other fd.
+ *    Answered `pid` id pid once its exec has
  *    succeeded (a close-on-exec pipe tells), then `exit` as for `spawn`; or
  *    `failed` id reason errno when the chdir or the exec failed (the child
  *    reaped).
@@ -87,7 +87,7 @@ sub spawn {
 # never what the helper holds (its pipes to vnode, other monitors') nor what vnode's own parent left open.
 sub close_others { my %keep = map { $_ => 1 } @_; opendir(my $d, '/proc/self/fd') or return; my @fds = grep { /^\\d+$/ && $_ > 2 && !$keep{$_} && $_ != fileno($d) } readdir($d); closedir($d); POSIX::close($_) for @fds }
 sub bare {
-  my ($id, $stdout, $stderr, $cwd, $script, $n, @f) = @_;
+  my ($id, $stdout, $stderr, $cwd, $n, @f) = @_;
   my @argv = splice(@f, 0, $n);
   my ($xr, $xw, $o, $e);
   pipe($xr, $xw) or return answer('failed', $id, "pipe: $!", 0);
@@ -104,7 +104,6 @@ sub bare {
     close_others(fileno $xw);
     chdir($cwd) or do { syswrite($xw, "chdir $cwd: $! " . ($! + 0)); POSIX::_exit(127) };
     environment(@f);
-    if ($script ne '') { @ARGV = @argv; eval "no strict; $script"; print STDERR "vnode-helper: $@"; POSIX::_exit(127) }
     exec { $argv[0] } @argv; syswrite($xw, "$! " . ($! + 0)); POSIX::_exit(127);
   }
   close($xw); close($o); close($e);

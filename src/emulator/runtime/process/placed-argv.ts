@@ -1,5 +1,5 @@
 import {ExecStartError, resolveExecutable} from './executable.js'
-import {hostProgram, PerlProgram, perlScriptArgv, speaksToPerl, type PerlScript} from './host-programs.js'
+import {hostProgram, PerlProgram, speaksToPerl} from './host-programs.js'
 import type {SpawnSpec} from './process-spec.js'
 
 /**
@@ -24,7 +24,7 @@ export const PlaceScript =
  * the program does not resolve, so that the spawn fails with its own error
  * (the StartError message of every other start).
  */
-export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv: string[]; placed: boolean; script?: PerlScript} {
+export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv: string[]; placed: boolean} {
   const given = {argv: [file, ...args], placed: false}
   const perl = hostProgram(PerlProgram)
   if (!spec.cgroupProcs?.length || !perl.startsWith('/') || speaksToPerl(spec.env)) return given
@@ -35,7 +35,5 @@ export function placedArgv(spec: SpawnSpec, file: string, args: string[]): {argv
     if (error instanceof ExecStartError) return given
     throw error
   }
-  // The script apart too: the helper runs it in its forked process instead of a new perl (process/helper-runner.ts).
-  const script = {source: PlaceScript, args: [...spec.cgroupProcs, '--', path, file, ...args]}
-  return {argv: perlScriptArgv(script), placed: true, script}
+  return {argv: [perl, '-e', PlaceScript, ...spec.cgroupProcs, '--', path, file, ...args], placed: true}
 }
