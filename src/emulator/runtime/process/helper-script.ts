@@ -21,10 +21,9 @@
  *  - `bare` id stdoutPath stderrPath cwd n argv... NAME=value...: a bare
  *    container process, in a session of its own, from cwd, its stdin
  *    /dev/null, its stdout and stderr the instance's pipes, and no other fd.
- *    Answered `pid` id pid once its exec has
- *    succeeded (a close-on-exec pipe tells), then `exit` as for `spawn`; or
- *    `failed` id reason errno when the chdir or the exec failed (the child
- *    reaped).
+ *    Answered `pid` id pid once its exec has succeeded (a close-on-exec
+ *    pipe tells), then `exit` as for `spawn`; or `failed` id reason errno
+ *    when the chdir or the exec failed (the child reaped).
  *  - `go` id: writes to the monitor's block pipe and closes it.
  * Once its stdin closes (vnode is gone, or done with it), the helper lets
  * monitors held at their block fd run, finishes its runs and stays until its
