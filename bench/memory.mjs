@@ -5,6 +5,7 @@
 // The pods' own programs are not the runtime's and are left out on every node.
 import {readFileSync} from 'node:fs'
 import {descendants} from '../dist/emulator/runtime/process/proc.js'
+import {HelperName} from '../dist/emulator/runtime/process/helper-runner.js'
 
 function read(path) {
   try {
@@ -33,12 +34,20 @@ export function memoryOf(pids) {
   return {rssBytes, pssBytes, processes: new Set(pids).size}
 }
 
-/** The pids of a vnode's runtime: the node process and its sandbox monitors (bwrap, one per sandboxed container). */
+/** The node's helper (process/helper-runner.ts): a perl whose last argument is its name (a pod's own perl is not it). */
+function isHelper(p) {
+  return p.comm === 'perl' && read(`/proc/${p.pid}/cmdline`).split('\0').filter(Boolean).at(-1) === HelperName
+}
+
+/**
+ * The pids of a vnode's runtime: the node process, its helper (which starts the containers without stdin and holds
+ * them as their parent) and its sandbox monitors (bwrap, one per sandboxed container).
+ */
 export function vnodeRuntimePids(pid) {
   return [
     pid,
     ...descendants(pid)
-      .filter((p) => p.comm === 'bwrap')
+      .filter((p) => p.comm === 'bwrap' || isHelper(p))
       .map((p) => p.pid),
   ]
 }
