@@ -19,6 +19,21 @@ import type {AdoptSpec, ExitInfo, OutputListener, OutputStream, RawExit, Sandbox
 import {monitorExit, sandboxedProcess, sandboxExit, waitForProgram} from './sandboxed-start.js'
 
 /**
+ * A bare instance's step between its spawn and its program's work (beforeExec: its cgroups, unless it placed itself):
+ * when it fails, the instance's group is killed and waited for, what its start made is undone, and the start fails.
+ */
+async function placeOrUndo(spec: SpawnSpec, pid: number, placed: boolean, exited: Promise<unknown>, undo: () => void): Promise<void> {
+  try {
+    await spec.beforeExec?.(pid, placed)
+  } catch (error) {
+    signalGroup(pid, 'SIGKILL')
+    await exited
+    undo()
+    throw new StartError(`failed to start container process: ${(error as Error).message}`)
+  }
+}
+
+/**
  * One container instance: a process started from an argv array (never a
  * shell) in its own process group, with its output in the CRI log. When the
  * main process exits, whatever is left of its group is killed, as a
@@ -143,14 +158,7 @@ export class ContainerProcess {
       const e = spawned === true ? undefined : spawned
       throw new StartError(startErrorMessage(file, e, spec.cwd))
     }
-    try {
-      await spec.beforeExec?.(child.pid, placed)
-    } catch (error) {
-      signalGroup(child.pid, 'SIGKILL')
-      await rawExit
-      abandon()
-      throw new StartError(`failed to start container process: ${(error as Error).message}`)
-    }
+    await placeOrUndo(spec, child.pid, placed, rawExit, abandon)
     return new ContainerProcess(child.pid, readStat(child.pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, child.stdin ?? undefined, undefined, undefined, spec.clock)
   }
 
@@ -180,14 +188,7 @@ export class ContainerProcess {
       closeSync(out)
       closeSync(err)
     }
-    try {
-      await spec.beforeExec?.(pid, placed)
-    } catch (error) {
-      signalGroup(pid, 'SIGKILL')
-      await rawExit
-      abandon()
-      throw new StartError(`failed to start container process: ${(error as Error).message}`)
-    }
+    await placeOrUndo(spec, pid, placed, rawExit, abandon)
     return new ContainerProcess(pid, readStat(pid)?.startTime ?? 0, startedAt, rawExit, readers, log, spec.env, spec.cwd, pipes, undefined, undefined, undefined, spec.clock)
   }
 
@@ -208,13 +209,7 @@ export class ContainerProcess {
     } catch (error) {
       throw new StartError(`failed to start container process: exec: "${file}": ${(error as Error).message}`)
     }
-    try {
-      await spec.beforeExec?.(term.pid)
-    } catch (error) {
-      signalGroup(term.pid, 'SIGKILL')
-      await term.exited
-      throw new StartError(`failed to start container process: ${(error as Error).message}`)
-    }
+    await placeOrUndo(spec, term.pid, false, term.exited, () => undefined)
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
     const proc = new ContainerProcess(
       term.pid,
