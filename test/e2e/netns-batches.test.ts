@@ -1,6 +1,7 @@
 import {afterAll, expect} from '@jest/globals'
 import {execFileSync} from 'node:child_process'
 import {addNetns, deleteNetns, netnsExists, netnsProgramRuns} from '../../src/emulator/runtime/network/netns.js'
+import {helpers} from '../../src/emulator/runtime/process/helper-runner.js'
 import {describeE2e, testWhen} from './helpers.js'
 
 const hasIp = (() => {
@@ -25,6 +26,7 @@ describeE2e('network namespaces in batches', () => {
 
   testWhen(canRun, 'it needs root and iproute2')('20 namespaces added and deleted at once take a few `ip` runs, not 20 each; a failed line fails its caller only', async () => {
     const before = netnsProgramRuns()
+    const helperBefore = helpers.helperRuns
     const bad = `${prefix}bad/name`
     const added = await Promise.allSettled([...names.map((n) => addNetns(n)), addNetns(bad)])
     expect(added.slice(0, 20).every((r) => r.status === 'fulfilled')).toBe(true)
@@ -36,5 +38,7 @@ describeE2e('network namespaces in batches', () => {
     await Promise.all(names.map((n) => deleteNetns(n)))
     expect(names.some(netnsExists)).toBe(false)
     expect(netnsProgramRuns() - before - addRuns).toBeLessThanOrEqual(3)
+    // Each `ip` ran from the node's helper: vnode forked itself for none.
+    expect(helpers.helperRuns - helperBefore).toBe(netnsProgramRuns() - before)
   })
 })

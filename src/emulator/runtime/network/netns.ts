@@ -1,6 +1,7 @@
-import {execa} from 'execa'
 import {existsSync} from 'node:fs'
 import {join} from 'node:path'
+import {helpers} from '../process/helper-runner.js'
+import {hostProgram} from '../process/host-programs.js'
 
 /**
  * Named network namespaces, as `ip netns` keeps them: a bind mount at
@@ -20,6 +21,9 @@ export function netnsExists(name: string): boolean {
 
 type NetnsOp = {verb: 'add' | 'del'; name: string}
 
+/** How long one `ip -batch` may run (a burst's namespaces in one batch take well under a second). */
+export const DefaultNetnsBatchTimeoutMs = 60_000
+
 /** The `ip -batch` input of the operations, one line each. */
 export function batchInput(ops: readonly NetnsOp[]): string {
   return ops.map((o) => `netns ${o.verb} ${o.name}\n`).join('')
@@ -30,7 +34,10 @@ export function batchInput(ops: readonly NetnsOp[]): string {
  * next one (`ip -force -batch -`, which goes on past a failed line): a burst
  * of pod starts or ends costs a few program starts, not one per pod. Each
  * caller waits for its own batch only, and learns its outcome from
- * /run/netns once that batch has run.
+ * /run/netns once that batch has run. The node's helper starts `ip`
+ * (process/helper-runner.ts), as it does the CNI plugins: the warm pool's
+ * refill makes one namespace at a time, and a fork of vnode per entry held
+ * its event loop about 4 ms each.
  */
 class NetnsBatches {
   private pending: Array<NetnsOp & {ran: (stderr: string) => void}> = []
@@ -54,8 +61,8 @@ class NetnsBatches {
         const ops = this.pending
         this.pending = []
         this.runs++
-        const r = await execa('ip', ['-force', '-batch', '-'], {input: batchInput(ops), reject: false}).catch((error: Error) => ({exitCode: 1, stderr: error.message}))
-        const stderr = r.exitCode === 0 ? '' : String(r.stderr).trim()
+        const r = await helpers.run(hostProgram('ip'), ['-force', '-batch', '-'], {input: batchInput(ops), env: {}, timeoutMs: DefaultNetnsBatchTimeoutMs})
+        const stderr = r.exitCode === 0 ? '' : r.stderr.trim() || (r.timedOut ? 'timed out' : `exit ${r.exitCode ?? 'by a signal'}`)
         for (const o of ops) o.ran(stderr)
       }
     } finally {

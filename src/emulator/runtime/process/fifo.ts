@@ -1,8 +1,8 @@
-import {execa} from 'execa'
 import {mkdirSync, renameSync, rmSync} from 'node:fs'
 import {lstat} from 'node:fs/promises'
 import {join} from 'node:path'
 import {RefillHolds} from '../../../common/refill-holds.js'
+import {helpers} from './helper-runner.js'
 import {hostProgram} from './host-programs.js'
 
 /** At most this many pipes per mkfifo command line. */
@@ -20,6 +20,8 @@ export const DefaultSpareFifos = 256
 export const DefaultSpareQuietMs = 1_000
 /** Spares made per mkfifo run of a top-up: a start or stop that begins meanwhile waits for one run at most. */
 export const DefaultSpareRunSize = 64
+/** How long one mkfifo may run. */
+export const DefaultMkfifoTimeoutMs = 30_000
 /** The reserve's directory in a node's state dir. */
 export const SparePipesDir = 'pipes'
 
@@ -40,10 +42,11 @@ export interface FifoReserve {
 
 /**
  * Makes named pipes (mode 0600) with the mkfifo program, Node having no
- * mkfifo of its own. Requests that arrive while one mkfifo runs are made
- * by the next one together: a burst of container starts costs a few
- * process spawns (each blocks the event loop for milliseconds), not one
- * per container. With a reserve, a request is served at once from pipes
+ * mkfifo of its own, started by the node's helper (helper-runner.ts), which
+ * forks at a few MiB where a spawn of vnode's own holds its event loop for
+ * milliseconds. Requests that arrive while one mkfifo runs are made by the
+ * next one together: a burst of container starts costs a few program starts,
+ * not one per container. With a reserve, a request is served at once from pipes
  * made ahead while enough are there.
  */
 export class FifoMaker {
@@ -214,15 +217,16 @@ export class FifoMaker {
   /** One mkfifo: it makes every pipe it can and reports the others; made() tells whether some pipes are there. */
   private async run(paths: string[]): Promise<{failure: string; made: (some: string[]) => Promise<boolean>}> {
     this.runs++
-    const result = await execa(hostProgram('mkfifo'), ['-m', '600', '--', ...paths], {reject: false})
-    const failure = result.failed ? (result.stderr || result.shortMessage || 'mkfifo failed').trim() : ''
+    const result = await helpers.run(hostProgram('mkfifo'), ['-m', '600', '--', ...paths], {env: {}, timeoutMs: DefaultMkfifoTimeoutMs})
+    const failed = result.exitCode !== 0
+    const failure = failed ? result.stderr.trim() || (result.timedOut ? 'mkfifo timed out' : 'mkfifo failed') : ''
     const isFifo = (p: string) =>
       lstat(p).then(
         (st) => st.isFIFO(),
         () => false,
       )
     // A clean exit means every pipe was made: only a failed run is looked at pipe by pipe.
-    return {failure, made: async (some) => !result.failed || (await Promise.all(some.map(isFifo))).every(Boolean)}
+    return {failure, made: async (some) => !failed || (await Promise.all(some.map(isFifo))).every(Boolean)}
   }
 }
 

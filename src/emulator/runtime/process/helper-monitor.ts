@@ -2,7 +2,7 @@ import {EventEmitter} from 'node:events'
 import {existsSync} from 'node:fs'
 import {PassThrough} from 'node:stream'
 import type {PerlScript} from './host-programs.js'
-import {DefaultAdoptedPollMs} from './process-spec.js'
+import {DefaultAdoptedPollMs} from './proc.js'
 
 /** What a sandbox's monitor is to its start, whether vnode's child or the helper's (sandbox/spawn.ts). */
 export interface SandboxMonitor {

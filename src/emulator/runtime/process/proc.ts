@@ -1,6 +1,9 @@
 import {readdirSync, readFileSync} from 'node:fs'
 import {constants} from 'node:os'
 
+/** How often a process that is not vnode's child (adopted, or the helper's: no exit event) is checked for its end. */
+export const DefaultAdoptedPollMs = 500
+
 /** Linux USER_HZ and page size: fixed on every architecture Node supports. */
 export const ClockTicksPerSecond = 100
 export const PageSize = 4096

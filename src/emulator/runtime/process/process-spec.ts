@@ -10,8 +10,6 @@ export const DefaultKillPollMs = 50
 export const DefaultKillWaitMs = 5_000
 /** How long output pipes may stay open after the main process exited (held by escaped descendants). */
 export const DefaultPipeDrainMs = 2_000
-/** How often an adopted process (not vnode's child: no exit event) is checked for its end. */
-export const DefaultAdoptedPollMs = 500
 
 export interface SpawnSpec {
   argv: string[]
