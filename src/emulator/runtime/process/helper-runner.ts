@@ -11,8 +11,9 @@ export {HelperScript} from './helper-script.js'
 
 /**
  * Runs the runtime's short helper programs (the CNI plugins on a pod's
- * network and its pool's) from a small perl process, so that vnode does not
- * fork itself for each: libuv forks vnode whole and holds its event loop
+ * network and its pool's, the network namespaces' `ip` batches, the output
+ * pipes' `mkfifo`) from a small perl process, so that vnode does not fork
+ * itself for each: libuv forks vnode whole and holds its event loop
  * until the child execs, about 5 ms a program at vnode's size, and a burst of
  * pod deletions runs a plugin per pod. perl forks at a few MiB.
  *
