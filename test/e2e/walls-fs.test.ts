@@ -1,16 +1,33 @@
 import {afterAll, beforeAll, expect, test} from '@jest/globals'
-import {existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {execFile, execFileSync} from 'node:child_process'
+import {promisify} from 'node:util'
+import {existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {createServer, type Server} from 'node:net'
 import {dirname, join} from 'node:path'
 import {E2eEnv} from './env.mjs'
 import {KubectlFixture} from './kubectl-fixture.js'
 import {expectInteractiveShell} from './tty-exec.js'
-import {createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, processesMatching, runDir, stopAllVnodes, uniqueName, waitFor} from './helpers.js'
+import {createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, processesMatching, runDir, stopAllVnodes, testWhen, uniqueName, waitFor} from './helpers.js'
 
 const kubectlBin = () => join(process.env[E2eEnv.binDir]!, 'kubectl')
 
 /** A shell container (the host's sh, the image map's `sh`). */
 function shell(name: string, script: string, extra: Record<string, unknown> = {}) {
   return {name, image: 'sh', command: ['/bin/sh', '-c', script], ...extra}
+}
+
+/** A unix socket listening at path, answering each connection with a line. */
+function listenAt(path: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((c) => c.end('hello from the host\n'))
+    server.once('error', reject)
+    server.listen(path, () => resolve(server))
+  })
+}
+
+/** A shell loop that tries each socket with perl (the host's, core modules only): `<path> CONNECTED <its line>` or `<path> refused <why>`. */
+function socketProbe(paths: string[]): string {
+  return `for p in ${paths.join(' ')}; do perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or do { print "$ARGV[0] refused $!\\n"; exit }; print "$ARGV[0] CONNECTED ", scalar <$s>' "$p"; done`
 }
 
 /**
@@ -83,7 +100,63 @@ describeE2e('the sandbox walls: root filesystem, hidden paths, exec inside', () 
     }
   })
 
-  test('readOnlyRootFilesystem: no layer, a write outside volumes fails with EROFS', async () => {
+  testWhen(process.getuid?.() === 0, 'it mounts two tmpfs of its own (root)')(
+    'a host unix socket is reached only through a volume that mounts it: not on the root filesystem, not on a writable mount below it, not with readOnlyRootFilesystem; a read-only mount below is still seen',
+    async () => {
+      const dir = mkdtempSync('/tmp/vnode-sock-')
+      const writable = join(dir, 'mnt')
+      const readOnly = join(dir, 'ro')
+      const mounted: string[] = []
+      const servers: Server[] = []
+      try {
+        mkdirSync(writable)
+        mkdirSync(readOnly)
+        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'vnode-sock-test', writable])
+        mounted.push(writable)
+        execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'vnode-sock-test', readOnly])
+        mounted.push(readOnly)
+        writeFileSync(join(readOnly, 'seen'), 'the read-only mount is seen\n')
+        execFileSync('mount', ['-o', 'remount,ro', readOnly])
+        const sockets = [join(dir, 'root.sock'), join(writable, 'sub.sock')]
+        for (const p of sockets) servers.push(await listenAt(p))
+        // The host reaches both: what the pods below do not is the walls' doing.
+        // (Asynchronously: the sockets' server runs on this process's event loop.)
+        const {stdout} = await promisify(execFile)('/bin/sh', ['-c', socketProbe(sockets)], {encoding: 'utf8'})
+        expect(stdout.match(/CONNECTED hello from the host/g)).toHaveLength(2)
+        const probe = (name: string, paths: string[], extra: Record<string, unknown> = {}, spec: Record<string, unknown> = {}) => {
+          const out = f.out(name)
+          return f.create({
+            metadata: {name},
+            spec: {
+              terminationGracePeriodSeconds: 1,
+              ...spec,
+              containers: [shell('main', `mkdir -p ${out}; ${socketProbe(paths)} > ${out}/sockets; cat ${readOnly}/seen > ${out}/ro 2>&1; echo done > ${out}/done; while :; do sleep 1; done`, extra)],
+            },
+          })
+        }
+        await probe('sock', sockets)
+        await probe('sock-ro', sockets, {securityContext: {readOnlyRootFilesystem: true}})
+        await probe('sock-vol', ['/hostsock/root.sock'], {volumeMounts: [{name: 'sock', mountPath: '/hostsock'}]}, {volumes: [{name: 'sock', hostPath: {path: dir}}]})
+        for (const name of ['sock', 'sock-ro']) {
+          await f.file(`${name}/done`)
+          const lines = readFileSync(f.out(`${name}/sockets`), 'utf8')
+            .trim()
+            .split('\n')
+          expect(lines).toHaveLength(2)
+          for (const l of lines) expect(l).toMatch(/ refused /)
+          expect(readFileSync(f.out(`${name}/ro`), 'utf8')).toBe('the read-only mount is seen\n')
+        }
+        await f.file('sock-vol/done')
+        expect(readFileSync(f.out('sock-vol/sockets'), 'utf8')).toBe('/hostsock/root.sock CONNECTED hello from the host\n')
+      } finally {
+        for (const s of servers) s.close()
+        for (const m of mounted.reverse()) execFileSync('umount', [m])
+        rmSync(dir, {recursive: true, force: true})
+      }
+    },
+  )
+
+  test('readOnlyRootFilesystem: the layer read-only, a write outside volumes fails with EROFS', async () => {
     const out = f.out('ro')
     await f.create({
       metadata: {name: 'ro'},

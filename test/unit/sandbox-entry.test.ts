@@ -12,6 +12,7 @@ const layer: RootLayer = {
   dir: '/state/pods/u/layers/c',
   overlays: [],
   subMounts: [],
+  maskedMounts: [],
   topMounts: [],
   mounts: [{options: 'lowerdir=/,upperdir=/state/pods/u/layers/c/upper,workdir=/state/pods/u/layers/c/work', target: '/state/pods/u/layers/c/merged'}],
   mode: 'root',

@@ -6,6 +6,7 @@ import {dirname, join} from 'node:path'
 import {bwrapArgs} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {DefaultHiddenPaths, hiddenPaths, kubeconfigReferences} from '../../src/emulator/runtime/sandbox/hidden-paths.js'
 import {
+  hostMountsBelow,
   layerPrefix,
   LayerScripts,
   layerWrittenDirs,
@@ -17,12 +18,13 @@ import {
   topLevelDirs,
   topmostBelow,
 } from '../../src/emulator/runtime/sandbox/root-layer.js'
+import {parseMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
 import {forgetHostRoot, hostRootEntries, SettledMs} from '../../src/emulator/runtime/sandbox/host-root.js'
 import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
 import {localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
 
 describe('the writable layer', () => {
-  test('mountinfo mount points, octal escapes undone; a top-level directory with mounts below it is overlaid, its topmost mounts listed to bind back', () => {
+  test('mountinfo mount points, octal escapes undone; a top-level directory with mounts below it is overlaid', () => {
     const info = [
       '22 1 254:0 / / rw - ext4 /dev/vda rw',
       '23 22 0:5 / /proc rw - proc proc rw',
@@ -33,11 +35,31 @@ describe('the writable layer', () => {
     ].join('\n')
     const points = readMountPoints(info)
     expect(points).toEqual(['/', '/proc', '/mnt/a b', '/mnt/a b/inner', '/tmp', '/tmp/x'])
-    const dirs = topLevelDirs(points)
+    const dirs = topLevelDirs()
     expect(dirs.overlay).toEqual(expect.arrayContaining(['/mnt', '/tmp', '/usr']))
     expect(dirs.overlay).not.toContain('/proc')
-    // A mount that is itself the top-level directory is its overlay's lower layer; one below it is bound back (recursively: the topmost only).
-    expect(dirs.subMounts).toEqual(['/mnt/a b', '/tmp/x'])
+  })
+
+  test('hostMountsBelow: a read-only filesystem below an overlaid directory is bound back, a writable one is not shown (its unix sockets would reach the host), one a shown mount carries is masked; network namespace files never', () => {
+    const info = [
+      '22 1 254:0 / / rw - ext4 /dev/vda rw',
+      '24 22 0:6 / /mnt/a\\040b ro - squashfs s ro',
+      '25 24 0:8 / /mnt/a\\040b/inner rw - tmpfs t rw',
+      '26 25 0:10 / /mnt/a\\040b/inner/deeper ro - squashfs s ro',
+      '27 22 0:7 / /run/user/1000 rw - tmpfs t rw',
+      '28 27 0:11 / /run/user/1000/doc ro - fuse f ro',
+      '29 22 254:0 /run/netns /run/netns rw,nosuid - ext4 /dev/vda rw,discard',
+      '30 29 0:4 net:[4026532] /run/netns/p rw - nsfs nsfs rw',
+      // Read-only as a mount, but its filesystem is writable (mounted writable elsewhere): its sockets live.
+      '31 22 0:12 / /srv/data ro - ext4 /dev/vdb rw',
+    ].join('\n')
+    const table = parseMountinfo(info)
+    expect(table[1]).toMatchObject({point: '/mnt/a b', root: '/', dev: '0:6', readOnlyFs: true})
+    expect(table[6]).toMatchObject({point: '/run/netns', root: '/run/netns', dev: '254:0', readOnlyFs: false})
+    expect(table[8]).toMatchObject({point: '/srv/data', readOnlyFs: false})
+    expect(hostMountsBelow(['/mnt', '/run', '/srv'], table)).toEqual({rebound: ['/mnt/a b'], masked: ['/mnt/a b/inner']})
+    // Bound read-only whole (the unprivileged mode's directories with mounts below), /run carries its mounts: the writable ones are masked.
+    expect(hostMountsBelow(['/mnt'], table, ['/run'])).toEqual({rebound: ['/mnt/a b'], masked: ['/mnt/a b/inner', '/run/netns', '/run/user/1000']})
   })
 
   test('topmostBelow: the topmost mount points strictly below the directories; a sibling sharing a prefix is not below', () => {
@@ -170,7 +192,7 @@ describe('the writable layer', () => {
   })
 
   test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point', () => {
-    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: [], topMounts: []}
+    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: [], maskedMounts: [], topMounts: []}
     const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: '/opt/vnode-missing/x', readOnly: false}], hide: [], rootLayer: layer}, {cwd: '/', block: false})
     const idx = args.findIndex((a, i) => a === '--bind' && args[i + 1] === '/l/merged/opt' && args[i + 2] === '/opt')
     expect(idx).toBeGreaterThanOrEqual(0)
@@ -192,6 +214,7 @@ describe('the writable layer', () => {
         {path: '/opt', merged: '/l/mounts/opt/merged'},
       ],
       subMounts: [],
+      maskedMounts: [],
       topMounts: ['/opt', '/usr'],
     }
     const args = bwrapArgs({hostname: 'h', binds: [], hide: [], rootLayer: layer}, {cwd: '/', block: false})
@@ -215,7 +238,7 @@ describe('the writable layer', () => {
       const secret = join(root, 'state')
       mkdirSync(sub)
       mkdirSync(join(secret, 'mnt'), {recursive: true})
-      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')], topMounts: []}
+      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')], maskedMounts: [], topMounts: []}
       const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: join(sub, 'missing', 'x'), readOnly: false}], hide: [secret], rootLayer: layer}, {cwd: '/', block: false})
       const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
       expect(at('--bind', '/l/merged/tmp', '/tmp')).toBeGreaterThanOrEqual(0)

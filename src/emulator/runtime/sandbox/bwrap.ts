@@ -71,8 +71,11 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
   const args: string[] =
     layer?.root && root.length === listed.length ? ['--bind', layer.root, '/', ...overRootOverlay(root, layer.root, layer.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
-  // What is mounted below an overlaid directory, seen through no overlay: bound back, read-only (a hidden one is masked next).
+  // What is mounted below an overlaid directory, seen through no overlay: a read-only filesystem bound back, read-only;
+  // a writable one that such a bind carries along, masked (its unix sockets would reach the host: root-layer.ts
+  // hostMountsBelow). A hidden one is masked next.
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
+  for (const m of spec.rootLayer?.maskedMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--tmpfs', m)
   args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
   for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
   for (const h of hidden) {
@@ -82,9 +85,12 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   for (const t of [...targets].sort((a, b) => depth(a.target) - depth(b.target))) {
     args.push(t.readOnly ? '--ro-bind' : '--bind', t.source, t.target)
   }
-  // No writable layer (readOnlyRootFilesystem, or none can be built): the view's own tmpfs root and
-  // shadows become read-only too, once every mount point on them is made, so a write fails with EROFS.
+  // No writable layer (none can be built): the view's own tmpfs root and shadows become read-only too, once every
+  // mount point on them is made, so a write fails with EROFS. readOnlyRootFilesystem: the same for the layer's
+  // overlays (its root, or the tmpfs root and each overlay bound on it): the host's files are still seen through
+  // them, never bound directly, so its unix sockets stay dead files there as well.
   if (!spec.rootLayer) for (const d of ['/', ...shadows]) args.push('--remount-ro', d)
+  else if (spec.readOnlyRoot) for (const d of ['/', ...boundOverlays(args, overlaid), ...shadows]) args.push('--remount-ro', d)
   args.push(...namespaceArgs(spec, PidNamespaceFd), '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
   if (opts.block) args.push('--block-fd', String(BlockFd))
   return args
@@ -107,6 +113,14 @@ function overRootOverlay(entries: DirEntry[], rootOverlay: string, topMounts: st
     if (merged !== undefined) out.push('--bind', merged, e.path)
     else if (mounted.has(e.path)) out.push(e.kind === 'dir' || e.kind === 'file' ? '--ro-bind' : '--ro-bind-try', e.path, e.path)
   }
+  return out
+}
+
+/** The view's paths an overlay's merged directory was bound at (a mount of its own, made read-only with the root). */
+function boundOverlays(args: string[], overlaid: Map<string, string>): string[] {
+  const merged = new Set(overlaid.values())
+  const out: string[] = []
+  for (let i = 0; i + 2 < args.length; i++) if (args[i] === '--bind' && merged.has(args[i + 1]!) && args[i + 2] !== '/') out.push(args[i + 2]!)
   return out
 }
 

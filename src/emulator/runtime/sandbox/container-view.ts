@@ -60,13 +60,15 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
   // that node's pod directories, owner-only on the host.
   const hide = [...new Set([input.stateDir, ...(input.walls?.hide ?? []), ...registeredStateDirs()])]
   const spec: ContainerSandboxSpec = {hostname: input.hostname, binds, hide, ...(input.walls?.emptyFile ? {emptyFile: input.walls.emptyFile} : {})}
-  // readOnlyRootFilesystem: no layer, so a write outside the volumes fails with EROFS.
-  if (input.container.securityContext?.readOnlyRootFilesystem === true || !input.walls?.layer) return {ok: true, spec}
+  if (!input.walls?.layer) return {ok: true, spec}
   try {
     spec.rootLayer = await prepareRootLayer(input.layerDir, input.walls.layer)
   } catch (error) {
     if (error instanceof RootLayerError) return {ok: false, message: `the container's writable layer cannot be made: ${error.message}`}
     throw error
   }
+  // readOnlyRootFilesystem: the layer's overlays read-only in the view (bwrap.ts), so a write outside the volumes fails
+  // with EROFS, and the host's files are seen through overlays as in any other container (no host socket reachable).
+  if (input.container.securityContext?.readOnlyRootFilesystem === true) spec.readOnlyRoot = true
   return {ok: true, spec}
 }

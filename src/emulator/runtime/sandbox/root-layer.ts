@@ -4,7 +4,7 @@ import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
 import {hostRootEntries} from './host-root.js'
-import {parseMountinfo, recentMountTable} from './mountinfo.js'
+import {parseMountinfo, recentMountTable, type MountEntry} from './mountinfo.js'
 
 /**
  * A container instance's writable layer over the host's root filesystem:
@@ -60,8 +60,10 @@ export interface RootLayer {
   dir: string
   /** Overlaid top-level directories: the host path and its merged directory to bind in its place. */
   overlays: {path: string; merged: string}[]
-  /** The host's mount points below overlaid directories (the topmost ones): bound back read-only over the overlays. */
+  /** The host's mounts below overlaid directories that the view shows (hostMountsBelow): bound back read-only over the overlays. */
   subMounts: string[]
+  /** Mounts of writable filesystems that a rebound mount (or a directory bound read-only whole) carries along: each masked by an empty tmpfs. */
+  maskedMounts: string[]
   /** Each overlay mount: its mount(8) options and its merged directory. */
   mounts: {options: string; target: string}[]
   /** With several mounts, the fstab that mounts them all in one `mount -a`. */
@@ -79,14 +81,14 @@ export interface RootLayer {
 
 export class RootLayerError extends Error {}
 
-/** The top-level directories of the host's root an overlay covers, and the topmost mount points below them. */
-export function topLevelDirs(mountinfo = readMountPoints()): {overlay: string[]; subMounts: string[]} {
-  // The listing of `/` is kept while `/` is unchanged (host-root.ts); the mounts below are read per start, as they come and go.
+/** The top-level directories of the host's root an overlay covers. */
+export function topLevelDirs(): {overlay: string[]} {
+  // The listing of `/` is kept while `/` is unchanged (host-root.ts); the mounts below are read per start (hostMountsBelow).
   const overlay = hostRootEntries()
     .filter((e) => e.kind === 'dir' && !OwnTopLevel.has(e.name))
     .map((e) => e.path)
     .sort()
-  return {overlay, subMounts: topmostBelow(overlay, mountinfo)}
+  return {overlay}
 }
 
 /**
@@ -100,6 +102,50 @@ export function topmostBelow(dirs: string[], mountPoints: string[]): string[] {
   const topmost: string[] = []
   for (const m of below) if (!topmost.some((o) => under(o, m))) topmost.push(m)
   return topmost
+}
+
+/**
+ * Which host mounts below the view's directories a container sees. An
+ * overlay shows its lower filesystem only, so a mount below an overlaid
+ * directory is in the view only if it is bound back; one below a directory
+ * bound read-only whole (`carriers`: the unprivileged mode's) comes along
+ * with it. Bound back, read-only and with what is below it, is a mount whose
+ * filesystem is read-only. A mount of a writable filesystem is not shown:
+ * through a read-only bind a process still connects to the unix sockets on
+ * it (the kernel checks no mount flag for a connect), a container runtime's,
+ * a session's bus or an ssh agent's, which would reach the host past every
+ * wall; its place shows the directory under it, through the overlay, where
+ * a socket is a dead file (the overlay's inode, not the socket's). Where a
+ * shown mount carries one along, it is masked by an empty tmpfs. The network
+ * namespaces' files are never shown (the mount base has none).
+ */
+export function hostMountsBelow(overlaid: string[], table: readonly MountEntry[], carriers: string[] = []): {rebound: string[]; masked: string[]} {
+  const byPoint = new Map(table.map((e) => [e.point, e] as const))
+  const dirs = [...overlaid, ...carriers]
+  // Sorted, a mount point's ancestors come before it.
+  const below = [...byPoint.values()].filter((e) => e.fsType !== 'nsfs' && dirs.some((d) => e.point !== d && under(d, e.point))).sort((a, b) => (a.point < b.point ? -1 : a.point > b.point ? 1 : 0))
+  const state = new Map<string, 'shown' | 'masked' | 'unseen'>(carriers.map((c) => [c, 'shown'] as const))
+  const rebound: string[] = []
+  const masked: string[] = []
+  for (const e of below) {
+    let parent: string | undefined
+    for (const p of state.keys()) if (p !== e.point && under(p, e.point) && (parent === undefined || p.length > parent.length)) parent = p
+    const parentState = parent === undefined ? undefined : state.get(parent)
+    if (parentState === 'masked' || parentState === 'unseen') state.set(e.point, 'unseen')
+    else if (parentState === 'shown') {
+      state.set(e.point, e.readOnlyFs ? 'shown' : 'masked')
+      if (!e.readOnlyFs) masked.push(e.point)
+    } else if (e.readOnlyFs) {
+      state.set(e.point, 'shown')
+      rebound.push(e.point)
+    } else state.set(e.point, 'unseen')
+  }
+  return {rebound, masked}
+}
+
+/** A mount table of points alone (tests): filesystems taken as writable. */
+function pointsTable(points: string[]): MountEntry[] {
+  return points.map((point) => ({point, fsType: '', source: '', root: point, dev: '', readOnlyFs: false}))
 }
 
 /** `p` is `dir` or below it, for normalized absolute paths. */
@@ -134,16 +180,23 @@ const UnsafeInMountOptions = /[\s,:\\]/
  * Asynchronous: a burst of starts makes its layers on libuv's threads,
  * not on the event loop every other pod's sync and status write waits on.
  */
-export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mountPoints = readMountPoints()): Promise<RootLayer> {
+export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mounts: string[] | MountEntry[] = recentMountTable().entries): Promise<RootLayer> {
   if (UnsafeInMountOptions.test(dir)) throw new RootLayerError(`the state dir path ${dir} has a character an overlay mount option cannot carry (space, comma, colon or backslash)`)
   await retireRootLayer(dir)
   await mkdir(dir, {recursive: true, mode: 0o700})
+  const table = mounts.length > 0 && typeof mounts[0] === 'string' ? pointsTable(mounts as string[]) : (mounts as MountEntry[])
+  const mountPoints = table.map((m) => m.point)
   const overlays: RootLayer['overlays'] = []
   const planned: {base: string; lower: string; name?: string}[] = []
   // In a user namespace the kernel refuses an overlay of a directory with some host mounts below it
   // (seen with /mnt and /run): such a directory is bound read-only there, as the rest of the host.
-  const safe = (dirs ?? topLevelDirs(mountPoints).overlay).filter((path) => !UnsafeInMountOptions.test(path) && (mode === 'root' || topmostBelow([path], mountPoints).length === 0))
-  const subMounts = topmostBelow(safe, mountPoints)
+  const candidates = dirs ?? topLevelDirs().overlay
+  const safe = candidates.filter((path) => !UnsafeInMountOptions.test(path) && (mode === 'root' || topmostBelow([path], mountPoints).length === 0))
+  const below = hostMountsBelow(
+    safe,
+    table,
+    candidates.filter((path) => !safe.includes(path)),
+  )
   const ownMount = new Set(mountPoints)
   const onRoot = mode === 'root' ? safe.filter((path) => !ownMount.has(path)) : []
   const root = onRoot.length > 0 ? join(dir, 'merged') : undefined
@@ -157,14 +210,14 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
     planned.push(base === undefined ? {base: dir, lower: path, name: path.slice(1)} : {base, lower: path})
     overlays.push({path, merged: base ? join(base, 'merged') : join(dir, 'merged', path.slice(1))})
   }
-  const mounts = await Promise.all(planned.map((o) => makeOverlay(o.base, o.lower, mode, o.name)))
+  const overlayMounts = await Promise.all(planned.map((o) => makeOverlay(o.base, o.lower, mode, o.name)))
   let fstab: string | undefined
-  if (mounts.length > 1) {
+  if (overlayMounts.length > 1) {
     fstab = join(dir, 'fstab')
-    await writeFile(fstab, mounts.map((m) => `overlay ${m.target} overlay ${m.options} 0 0\n`).join(''), {mode: 0o600})
+    await writeFile(fstab, overlayMounts.map((m) => `overlay ${m.target} overlay ${m.options} 0 0\n`).join(''), {mode: 0o600})
   }
   const topMounts = [...ownMount].filter((m) => m !== '/' && dirname(m) === '/' && !OwnTopLevel.has(m.slice(1))).sort()
-  return {dir, overlays, subMounts, mounts, ...(fstab ? {fstab} : {}), mode, ...(root ? {root} : {}), topMounts}
+  return {dir, overlays, subMounts: below.rebound, maskedMounts: below.masked, mounts: overlayMounts, ...(fstab ? {fstab} : {}), mode, ...(root ? {root} : {}), topMounts}
 }
 
 /**

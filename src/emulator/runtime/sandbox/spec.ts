@@ -24,6 +24,8 @@ export interface ContainerSandboxSpec {
   emptyFile?: string
   /** The instance's writable layer; without one the host's files are all read-only. */
   rootLayer?: RootLayer
+  /** readOnlyRootFilesystem: the layer's overlays are made read-only in the view (writes fail with EROFS). */
+  readOnlyRoot?: boolean
   /** Join the PID namespace of this host process instead of a new one (shareProcessNamespace). */
   pidNamespaceOf?: number
   /** A network namespace to run in (its bind-mounted path); the host's network when unset. */
