@@ -5,7 +5,8 @@ import {chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, 
 import {tmpdir} from 'node:os'
 import {dirname, join, relative} from 'node:path'
 import {cliPath, E2eEnv} from './env.mjs'
-import {readMountPoints, topmostBelow} from '../../src/emulator/runtime/sandbox/root-layer.js'
+import {parseMountinfo, readMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
+import {topmostBelow} from '../../src/emulator/runtime/sandbox/root-layer.js'
 import {expectInteractiveShell} from './tty-exec.js'
 import {clients, type Clients, createNamespace, deleteNamespace, describeE2e, kubeconfigPath, kubectl, runDir, testWhen, uniqueName, VnodeProcess, waitFor} from './helpers.js'
 
@@ -54,7 +55,7 @@ function asNodeUser(cmd: string[]) {
  * cluster runs, say).
  */
 function layeredDir(): string {
-  const mounts = readMountPoints()
+  const mounts = parseMountinfo(readMountinfo()).map((m) => m.point)
   const layered = ['/tmp', '/var', '/opt', '/srv'].find((d) => existsSync(d) && topmostBelow([d], mounts).length === 0)
   if (!layered) throw new Error('no top-level directory without mounts below it to test the layer in')
   return layered === '/tmp' ? tmpdir() : layered

@@ -5,7 +5,8 @@ import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {EntryScript, EntrySyscalls, PerlQuietLocale, sandboxEntry} from '../../src/emulator/runtime/sandbox/entry.js'
-import {prepareRootLayer, readMountPoints, removeRootLayer, retiredLayersRemoved, type RootLayer} from '../../src/emulator/runtime/sandbox/root-layer.js'
+import {parseMountinfo, readMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
+import {prepareRootLayer, removeRootLayer, retiredLayersRemoved, type RootLayer} from '../../src/emulator/runtime/sandbox/root-layer.js'
 import type {ContainerSandboxSpec} from '../../src/emulator/runtime/sandbox/spec.js'
 
 const layer: RootLayer = {
@@ -93,7 +94,7 @@ describe('the sandbox entry', () => {
         const writes = run(['/bin/sh', '-c', `echo x > ${join(made.root!, 'usr', 'vnode-entry-test')}`], env)
         expect(writes.status).toBe(0)
         expect(spawnSync('/bin/ls', [join(dir, 'upper', 'usr')], {encoding: 'utf8'}).stdout).toContain('vnode-entry-test')
-        expect(readMountPoints()).not.toContain(made.root)
+        expect(parseMountinfo(readMountinfo()).map((m) => m.point)).not.toContain(made.root)
         // A mount that fails: 125, as the shell step's; a namespace file that is not there: 1, as nsenter's.
         writeFileSync(join(base, 'file'), '')
         const badMount = run(['/bin/true'], env, {rootLayer: {...made, mounts: [{options: made.mounts[0]!.options, target: join(base, 'missing')}]}})

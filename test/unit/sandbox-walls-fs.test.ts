@@ -11,14 +11,13 @@ import {
   LayerScripts,
   layerWrittenDirs,
   prepareRootLayer,
-  readMountPoints,
   removeRootLayer,
   retiredLayersRemoved,
   retiringLayers,
   topLevelDirs,
   topmostBelow,
 } from '../../src/emulator/runtime/sandbox/root-layer.js'
-import {parseMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
+import {parseMountinfo, readMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
 import {forgetHostRoot, hostRootEntries, SettledMs} from '../../src/emulator/runtime/sandbox/host-root.js'
 import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
 import {localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
@@ -33,7 +32,7 @@ describe('the writable layer', () => {
       '26 22 0:7 / /tmp rw - tmpfs t rw',
       '27 26 0:9 / /tmp/x rw - tmpfs t rw',
     ].join('\n')
-    const points = readMountPoints(info)
+    const points = parseMountinfo(info).map((m) => m.point)
     expect(points).toEqual(['/', '/proc', '/mnt/a b', '/mnt/a b/inner', '/tmp', '/tmp/x'])
     const dirs = topLevelDirs()
     expect(dirs.overlay).toEqual(expect.arrayContaining(['/mnt', '/tmp', '/usr']))
@@ -146,7 +145,7 @@ describe('the writable layer', () => {
         const r = spawnSync(prefix[0]!, [...prefix.slice(1), '/bin/ls', join(dir, 'merged', 'usr')], {encoding: 'utf8'})
         expect(r.status).toBe(0)
         expect(r.stdout.split('\n')).toContain('bin')
-        expect(readMountPoints()).not.toContain(join(dir, 'merged'))
+        expect(parseMountinfo(readMountinfo()).map((m) => m.point)).not.toContain(join(dir, 'merged'))
       }
     } finally {
       removeRootLayer(dir)

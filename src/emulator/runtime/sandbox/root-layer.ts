@@ -4,7 +4,7 @@ import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
 import {hostRootEntries} from './host-root.js'
-import {parseMountinfo, recentMountTable, type MountEntry} from './mountinfo.js'
+import {recentMountTable, type MountEntry} from './mountinfo.js'
 
 /**
  * A container instance's writable layer over the host's root filesystem:
@@ -151,11 +151,6 @@ function pointsTable(points: string[]): MountEntry[] {
 /** `p` is `dir` or below it, for normalized absolute paths. */
 function under(dir: string, p: string): boolean {
   return p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
-}
-
-/** Mount points of vnode's mount namespace (mountinfo's fifth field, octal escapes undone): of the given table's text, or of a recent read. */
-export function readMountPoints(text?: string): string[] {
-  return (text === undefined ? recentMountTable().entries : parseMountinfo(text)).map((m) => m.point)
 }
 
 /** Characters an overlay option or an fstab field cannot carry unescaped. */
