@@ -16,9 +16,12 @@ import {OwnTopLevel} from './root-layer.js'
  * read-only). Otherwise bwrap starts from an empty tmpfs as the new root
  * and every top-level entry of the host's root is bound back in: a
  * directory the instance's writable layer covers from its overlay, every
- * other entry read-only. Either way the host's mounts below an overlaid
- * directory are bound back read-only, and /proc, /dev and /sys are the
- * sandbox's own. One bind of the root instead of one per top-level entry
+ * other entry read-only. Either way a host mount below an overlaid
+ * directory is bound back read-only when its filesystem is read-only, and
+ * not shown otherwise (root-layer.ts hostMountsBelow: a unix socket on it
+ * would connect through a read-only bind); /proc, /dev and /sys are the
+ * sandbox's own. With readOnlyRootFilesystem the layer's overlays are made
+ * read-only last, once every mount point on them is made. One bind of the root instead of one per top-level entry
  * matters: bwrap reads the whole mount table after each bind, so a start's
  * setup grows with the square of its mounts (about 7.2 against 4.6 ms of
  * CPU per start on a host with 25 top-level entries). A mount point that does not exist

@@ -21,10 +21,11 @@ import {recentMountTable, type MountEntry} from './mountinfo.js'
  * one overlay per top-level directory that has no host mount below it
  * (the kernel refuses some there); one that has is bound read-only. As
  * root, an overlay shows its lower filesystem only, not what is mounted
- * below it: those mounts (another disk under /mnt, a tmpfs under /tmp) are
- * bound back read-only at their places on top of the overlay
- * (`subMounts`), so the directory stays writable and what is mounted in it
- * is seen as on the host, never written. A single overlay (as root, the
+ * below it: of those mounts (another disk under /mnt, a tmpfs under /tmp),
+ * the read-only filesystems are bound back at their places on top of the
+ * overlay (`subMounts`), and the writable ones are not shown
+ * (hostMountsBelow), so the directory stays writable and no host socket
+ * is reachable through the view. A single overlay (as root, the
  * usual case) is mounted by one `mount -t overlay`; several by one
  * `mount -a` over an fstab of the instance's own.
  */
