@@ -5,9 +5,14 @@ import {mkdtempSync, rmSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {EntryScript, EntrySyscalls, PerlQuietLocale, sandboxEntry} from '../../src/emulator/runtime/sandbox/entry.js'
-import {parseMountinfo, readMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
+import {parseMountinfo, readMountinfo, type MountEntry} from '../../src/emulator/runtime/sandbox/mountinfo.js'
 import {prepareRootLayer, removeRootLayer, retiredLayersRemoved, type RootLayer} from '../../src/emulator/runtime/sandbox/root-layer.js'
 import type {ContainerSandboxSpec} from '../../src/emulator/runtime/sandbox/spec.js'
+
+/** A mount table of these points alone, every filesystem writable. */
+function writableMounts(...points: string[]): MountEntry[] {
+  return points.map((point) => ({point, fsType: '', source: '', readOnlyFs: false}))
+}
 
 const layer: RootLayer = {
   dir: '/state/pods/u/layers/c',
@@ -73,7 +78,7 @@ describe('the sandbox entry', () => {
       const base = mkdtempSync(join(tmpdir(), 'entry-'))
       const dir = join(base, 'layer')
       try {
-        const made = await prepareRootLayer(dir, 'root', ['/usr'], ['/', '/proc'])
+        const made = await prepareRootLayer(dir, 'root', ['/usr'], writableMounts('/', '/proc'))
         expect(made.mounts).toHaveLength(1)
         const own = {netns: '/proc/self/ns/net', mountBase: '/proc/self/ns/mnt', rootLayer: made}
         const run = (then: string[], env: Record<string, string>, over: Partial<ContainerSandboxSpec> = {}) => {

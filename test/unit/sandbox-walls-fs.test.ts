@@ -17,10 +17,15 @@ import {
   topLevelDirs,
   topmostBelow,
 } from '../../src/emulator/runtime/sandbox/root-layer.js'
-import {parseMountinfo, readMountinfo} from '../../src/emulator/runtime/sandbox/mountinfo.js'
+import {parseMountinfo, readMountinfo, type MountEntry} from '../../src/emulator/runtime/sandbox/mountinfo.js'
 import {forgetHostRoot, hostRootEntries, SettledMs} from '../../src/emulator/runtime/sandbox/host-root.js'
 import {registeredStateDirs, registerStateDir, stateBase} from '../../src/common/state-dirs.js'
 import {localStorageViolation} from '../../src/emulator/runtime/pod/eviction.js'
+
+/** A mount table of these points alone, every filesystem writable. */
+function writableMounts(...points: string[]): MountEntry[] {
+  return points.map((point) => ({point, fsType: '', source: '', readOnlyFs: false}))
+}
 
 describe('the writable layer', () => {
   test('mountinfo mount points, octal escapes undone; a top-level directory with mounts below it is overlaid', () => {
@@ -53,8 +58,8 @@ describe('the writable layer', () => {
       '31 22 0:12 / /srv/data ro - ext4 /dev/vdb rw',
     ].join('\n')
     const table = parseMountinfo(info)
-    expect(table[1]).toMatchObject({point: '/mnt/a b', root: '/', dev: '0:6', readOnlyFs: true})
-    expect(table[6]).toMatchObject({point: '/run/netns', root: '/run/netns', dev: '254:0', readOnlyFs: false})
+    expect(table[1]).toMatchObject({point: '/mnt/a b', readOnlyFs: true})
+    expect(table[6]).toMatchObject({point: '/run/netns', readOnlyFs: false})
     expect(table[8]).toMatchObject({point: '/srv/data', readOnlyFs: false})
     expect(hostMountsBelow(['/mnt', '/run', '/srv'], table)).toEqual({rebound: ['/mnt/a b'], masked: ['/mnt/a b/inner']})
     // Bound read-only whole (the unprivileged mode's directories with mounts below), /run carries its mounts: the writable ones are masked.
@@ -72,7 +77,7 @@ describe('the writable layer', () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
     try {
       // This host's own mounts below /tmp (another test's) would keep /tmp out of a user namespace's overlays: the table is given.
-      const layer = await prepareRootLayer(dir, 'user-namespace', ['/tmp', '/usr'], ['/', '/proc'])
+      const layer = await prepareRootLayer(dir, 'user-namespace', ['/tmp', '/usr'], writableMounts('/', '/proc'))
       const fstab = readFileSync(layer.fstab!, 'utf8')
       expect(fstab).toContain(`overlay ${dir}/merged/tmp overlay lowerdir=/tmp,upperdir=${dir}/upper/tmp,workdir=${dir}/work/tmp,userxattr 0 0`)
       expect(statSync(join(dir, 'upper', 'tmp')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
@@ -100,7 +105,7 @@ describe('the writable layer', () => {
   test('as root, one overlay of / covers the directories on the root filesystem; a top-level mount of its own gets its own overlay', async () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
     try {
-      const layer = await prepareRootLayer(dir, 'root', ['/tmp', '/usr'], ['/', '/proc', '/tmp'])
+      const layer = await prepareRootLayer(dir, 'root', ['/tmp', '/usr'], writableMounts('/', '/proc', '/tmp'))
       const lines = readFileSync(layer.fstab!, 'utf8').trim().split('\n')
       expect(lines).toEqual([
         `overlay ${dir}/merged overlay lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work 0 0`,
@@ -132,7 +137,7 @@ describe('the writable layer', () => {
   test('one overlay (as root, the usual case) is mounted directly, without an fstab; several by one mount -a', async () => {
     const dir = join(mkdtempSync(join(tmpdir(), 'layer-')), 'main')
     try {
-      const layer = await prepareRootLayer(dir, 'root', ['/usr', '/opt'], ['/', '/proc'])
+      const layer = await prepareRootLayer(dir, 'root', ['/usr', '/opt'], writableMounts('/', '/proc'))
       expect(layer.fstab).toBeUndefined()
       expect(existsSync(join(dir, 'fstab'))).toBe(false)
       expect(layer.mounts).toEqual([{options: `lowerdir=/,upperdir=${dir}/upper,workdir=${dir}/work`, target: `${dir}/merged`}])
@@ -173,13 +178,13 @@ describe('the writable layer', () => {
     const parent = mkdtempSync(join(tmpdir(), 'layer-'))
     const dir = join(parent, 'main')
     try {
-      await prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      await prepareRootLayer(dir, 'root', ['/usr'], writableMounts('/'))
       writeFileSync(join(dir, 'upper', 'written'), 'x')
       mkdirSync(join(dir, 'work', 'work'), {recursive: true, mode: 0})
       // What a vnode process that stopped mid-removal left, and an unrelated sibling.
       mkdirSync(join(parent, 'main.retired-0000/upper'), {recursive: true})
       mkdirSync(join(parent, 'sidecar'))
-      await prepareRootLayer(dir, 'root', ['/usr'], ['/'])
+      await prepareRootLayer(dir, 'root', ['/usr'], writableMounts('/'))
       expect(() => statSync(join(dir, 'upper', 'written'))).toThrow()
       expect(retiringLayers()).toBe(2)
       await retiredLayersRemoved()

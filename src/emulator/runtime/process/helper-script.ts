@@ -66,13 +66,8 @@ sub spawn {
   my $pid = fork();
   return answer('failed', $id, "fork: $!") unless defined $pid;
   if ($pid == 0) {
-    $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
-    POSIX::setsid(); chdir('/');
-    my @from = map { POSIX::dup(fileno $_) } ($o, $e, $sw, $br, $ns ? $ns : ());
-    open(STDIN, '<', '/dev/null');
-    for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
-    POSIX::close($_) for @from;
-    close_others(3 .. $#from + 1);
+    container_fds([], $o, $e, $sw, $br, $ns ? $ns : ());
+    chdir('/');
     environment(@f);
     if ($script ne '') { @ARGV = @argv; eval "no strict; $script"; print STDERR "vnode-helper: $@"; POSIX::_exit(127) }
     exec { $argv[0] } @argv; print STDERR "exec $argv[0]: $!\\n"; POSIX::_exit(127);
@@ -81,6 +76,18 @@ sub spawn {
   $monitors{$pid} = $id; $blocks{$id} = $bw;
   $sel->add($sr); $pipes{fileno $sr} = [$pid, 'status', $sr, $id];
   answer('pid', $id, $pid);
+}
+# In the fork for a container: the signals' defaults back, a session of its own, stdin /dev/null, the handles given as
+# fds 1, 2, 3... in order, and no other fd but the numbers in @$keep.
+sub container_fds {
+  my ($keep, @handles) = @_;
+  $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
+  POSIX::setsid();
+  my @from = map { POSIX::dup(fileno $_) } @handles;
+  open(STDIN, '<', '/dev/null');
+  for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
+  POSIX::close($_) for @from;
+  close_others(3 .. $#from + 1, @$keep);
 }
 # Closes every fd above 2 but those given: a container gets its stdio (and bwrap its status, block and namespace fds),
 # never what the helper holds (its pipes to vnode, other monitors') nor what vnode's own parent left open.
@@ -94,13 +101,8 @@ sub bare {
   my $pid = fork();
   return answer('failed', $id, "fork: $!", 0) unless defined $pid;
   if ($pid == 0) {
-    $SIG{PIPE} = 'DEFAULT'; $SIG{CHLD} = 'DEFAULT';
-    close($xr); POSIX::setsid();
-    my @from = map { POSIX::dup(fileno $_) } ($o, $e);
-    open(STDIN, '<', '/dev/null');
-    for my $i (0 .. $#from) { POSIX::dup2($from[$i], $i + 1) }
-    POSIX::close($_) for @from;
-    close_others(fileno $xw);
+    close($xr);
+    container_fds([fileno $xw], $o, $e);
     chdir($cwd) or do { syswrite($xw, "chdir $cwd: $! " . ($! + 0)); POSIX::_exit(127) };
     environment(@f);
     exec { $argv[0] } @argv; syswrite($xw, "$! " . ($! + 0)); POSIX::_exit(127);

@@ -21,13 +21,14 @@ import {OwnTopLevel} from './root-layer.js'
  * not shown otherwise (root-layer.ts hostMountsBelow: a unix socket on it
  * would connect through a read-only bind); /proc, /dev and /sys are the
  * sandbox's own. With readOnlyRootFilesystem the layer's overlays are made
- * read-only last, once every mount point on them is made. One bind of the root instead of one per top-level entry
- * matters: bwrap reads the whole mount table after each bind, so a start's
- * setup grows with the square of its mounts (about 7.2 against 4.6 ms of
- * CPU per start on a host with 25 top-level entries). A mount point that does not exist
- * on the host is made in the overlay when a layer covers it; elsewhere it
- * must never be created on the host (bwrap would mkdir it through the
- * bind, or fail on a read-only one): the host directory that would receive
+ * read-only last, once every mount point on them is made. One bind of the
+ * root instead of one per top-level entry matters: bwrap reads the whole
+ * mount table after each bind, so a start's setup grows with the square of
+ * its mounts (about 7.2 against 4.6 ms of CPU per start on a host with 25
+ * top-level entries). A mount point that does not exist on the host is
+ * made in the overlay when a layer covers it; elsewhere it must never be
+ * created on the host (bwrap would mkdir it through the bind, or fail on a
+ * read-only one): the host directory that would receive
  * it is "shadowed" instead, a tmpfs at its place with each of its entries
  * bound back read-only, so the new mount point lives on that tmpfs. Hidden
  * paths (sandbox/hidden-paths.ts) come next: an empty tmpfs on a directory,
@@ -72,8 +73,10 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   const root = listed.filter((e) => e.kind !== 'symlink' || !linkIntoHidden(e.path, hidden))
   const layer = spec.rootLayer
   // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
-  const args: string[] =
-    layer?.root && root.length === listed.length ? ['--bind', layer.root, '/', ...overRootOverlay(root, layer.root, layer.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
+  const rootOverlay = layer?.root && root.length === listed.length ? layer.root : undefined
+  const args: string[] = rootOverlay ? ['--bind', rootOverlay, '/', ...overRootOverlay(root, rootOverlay, layer!.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
+  // The overlays bound at their own places (a mount each): every one on bwrap's tmpfs root, those outside the overlay of `/` over it.
+  const boundOverlays = root.filter((e) => !OwnTopLevel.has(e.name) && overlaid.has(e.path) && !(rootOverlay && isWithin(rootOverlay, overlaid.get(e.path)!))).map((e) => e.path)
   // What is mounted below an overlaid directory, seen through no overlay: a read-only filesystem bound back, read-only;
   // a writable one that such a bind carries along, masked (its unix sockets would reach the host: root-layer.ts
   // hostMountsBelow). A hidden one is masked next.
@@ -93,7 +96,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   // overlays (its root, or the tmpfs root and each overlay bound on it): the host's files are still seen through
   // them, never bound directly, so its unix sockets stay dead files there as well.
   if (!spec.rootLayer) for (const d of ['/', ...shadows]) args.push('--remount-ro', d)
-  else if (spec.readOnlyRoot) for (const d of ['/', ...boundOverlays(args, overlaid), ...shadows]) args.push('--remount-ro', d)
+  else if (spec.readOnlyRoot) for (const d of ['/', ...boundOverlays, ...shadows]) args.push('--remount-ro', d)
   args.push(...namespaceArgs(spec, PidNamespaceFd), '--chdir', opts.cwd, '--json-status-fd', String(StatusFd))
   if (opts.block) args.push('--block-fd', String(BlockFd))
   return args
@@ -116,14 +119,6 @@ function overRootOverlay(entries: DirEntry[], rootOverlay: string, topMounts: st
     if (merged !== undefined) out.push('--bind', merged, e.path)
     else if (mounted.has(e.path)) out.push(e.kind === 'dir' || e.kind === 'file' ? '--ro-bind' : '--ro-bind-try', e.path, e.path)
   }
-  return out
-}
-
-/** The view's paths an overlay's merged directory was bound at (a mount of its own, made read-only with the root). */
-function boundOverlays(args: string[], overlaid: Map<string, string>): string[] {
-  const merged = new Set(overlaid.values())
-  const out: string[] = []
-  for (let i = 0; i + 2 < args.length; i++) if (args[i] === '--bind' && merged.has(args[i + 1]!) && args[i + 2] !== '/') out.push(args[i + 2]!)
   return out
 }
 

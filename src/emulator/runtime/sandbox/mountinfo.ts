@@ -1,15 +1,11 @@
 import {readFileSync} from 'node:fs'
 
-/** One line of /proc/self/mountinfo: where it is mounted, what is mounted there (its filesystem, the directory of it) and whether that filesystem is read-only. */
+/** One line of /proc/self/mountinfo: where it is mounted, its filesystem type and source, and whether that filesystem is read-only. */
 export interface MountEntry {
   /** The mount point, octal escapes (`\040` for a space) undone. */
   point: string
   fsType: string
   source: string
-  /** The directory of its filesystem that is mounted there (a bind's source within it; `/` for a whole filesystem). */
-  root: string
-  /** The filesystem's device number (major:minor). */
-  dev: string
   /** The filesystem itself is read-only (its superblock's options), whatever the mount's own flags: nothing on it can be written through any mount. */
   readOnlyFs: boolean
 }
@@ -23,24 +19,18 @@ export function readMountinfo(): string {
   }
 }
 
-/** The entries of a mountinfo text: the third to fifth fields, and the three after the ` - ` separator. */
+/** The entries of a mountinfo text: the fifth field, and the three after the ` - ` separator. */
 export function parseMountinfo(text: string): MountEntry[] {
   const out: MountEntry[] = []
   for (const line of text.split('\n')) {
     const [left, right] = line.split(' - ')
     if (!left || right === undefined) continue
-    const fields = left.split(' ')
-    const point = unescapeOctal(fields[4] ?? '')
+    const point = (left.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
     if (!point.startsWith('/')) continue
     const [fsType = '', source = '', superOptions = ''] = right.split(' ')
-    out.push({point, fsType, source, root: unescapeOctal(fields[3] ?? ''), dev: fields[2] ?? '', readOnlyFs: superOptions.split(',').includes('ro')})
+    out.push({point, fsType, source, readOnlyFs: superOptions.split(',').includes('ro')})
   }
   return out
-}
-
-/** mountinfo's octal escapes (`\040` for a space) undone. */
-function unescapeOctal(field: string): string {
-  return field.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
 }
 
 /**

@@ -144,11 +144,6 @@ export function hostMountsBelow(overlaid: string[], table: readonly MountEntry[]
   return {rebound, masked}
 }
 
-/** A mount table of points alone (tests): filesystems taken as writable. */
-function pointsTable(points: string[]): MountEntry[] {
-  return points.map((point) => ({point, fsType: '', source: '', root: point, dev: '', readOnlyFs: false}))
-}
-
 /** `p` is `dir` or below it, for normalized absolute paths. */
 function under(dir: string, p: string): boolean {
   return p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
@@ -176,11 +171,10 @@ const UnsafeInMountOptions = /[\s,:\\]/
  * Asynchronous: a burst of starts makes its layers on libuv's threads,
  * not on the event loop every other pod's sync and status write waits on.
  */
-export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], mounts: string[] | MountEntry[] = recentMountTable().entries): Promise<RootLayer> {
+export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: string[], table: readonly MountEntry[] = recentMountTable().entries): Promise<RootLayer> {
   if (UnsafeInMountOptions.test(dir)) throw new RootLayerError(`the state dir path ${dir} has a character an overlay mount option cannot carry (space, comma, colon or backslash)`)
   await retireRootLayer(dir)
   await mkdir(dir, {recursive: true, mode: 0o700})
-  const table = mounts.length > 0 && typeof mounts[0] === 'string' ? pointsTable(mounts as string[]) : (mounts as MountEntry[])
   const mountPoints = table.map((m) => m.point)
   const overlays: RootLayer['overlays'] = []
   const planned: {base: string; lower: string; name?: string}[] = []
