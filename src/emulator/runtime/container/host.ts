@@ -8,6 +8,7 @@ import type {LogRotation} from '../logs/writer.js'
 import type {SyncClock} from '../pod/sync-clock.js'
 import type {ContainerProcess} from '../process/container-process.js'
 import type {FifoMaker} from '../process/instance-io.js'
+import type {MountBaseChoice} from '../sandbox/mount-base.js'
 import type {PodSandbox} from '../sandbox/pod-sandbox.js'
 import type {SandboxMode, SandboxWalls} from '../sandbox/spec.js'
 import type {ContainerState} from './state.js'
@@ -34,8 +35,8 @@ export interface ContainerRuntimeDeps {
   beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
   /** The node's maker of the instances' output pipes, with its reserve of pipes made ahead. */
   fifos?: FifoMaker
-  /** The mount namespace a sandboxed start with these binds begins from (sandbox/mount-base.ts); the host's when undefined. */
-  mountBase?: (binds: readonly {source: string}[]) => Promise<string | undefined> | undefined
+  /** The mount namespace a sandboxed start with these binds begins from, and its layer of hidden paths (sandbox/mount-base.ts); the host's when undefined. */
+  mountBase?: (binds: readonly {source: string}[]) => Promise<MountBaseChoice | undefined> | undefined
 }
 
 /** How far a pod is towards its end. */

@@ -7,7 +7,7 @@ import {containerLogFile} from '../logs/layout.js'
 import {nextRelist} from '../pod/sync-clock.js'
 import {StartError, StartErrorExitCode, StartErrorReason} from '../process/command-errors.js'
 import {ContainerProcess} from '../process/container-process.js'
-import type {ContainerSandboxSpec} from '../sandbox/spec.js'
+import {startFrom} from '../sandbox/mount-base.js'
 import {containerConfig, type ContainerConfig} from './config.js'
 import {handlerContext, runPostStart} from './hooks.js'
 import type {ContainerHost} from './host.js'
@@ -110,7 +110,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       fifos: deps.fifos,
       stdin: c.spec.stdin === true,
       tty: c.spec.tty === true,
-      sandbox: config.view && withMountBase(config.view, await deps.mountBase?.(config.view.binds)),
+      sandbox: config.view && startFrom(config.view, await deps.mountBase?.(config.view.binds)),
       clock: host.clock,
       lookPeriodMs: deps.sync.relistPeriodMs,
       // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
@@ -137,11 +137,6 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
     host.retrySyncLater()
     return undefined
   }
-}
-
-/** A sandboxed start begins from the node's mount base when it has one (its sandbox's setup then reads a short mount table). */
-function withMountBase(view: ContainerSandboxSpec, mountBase: string | undefined): ContainerSandboxSpec {
-  return mountBase ? {...view, mountBase} : view
 }
 
 /**

@@ -32,7 +32,9 @@ import {OwnTopLevel} from './root-layer.js'
  * it is "shadowed" instead, a tmpfs at its place with each of its entries
  * bound back read-only, so the new mount point lives on that tmpfs. Hidden
  * paths (sandbox/hidden-paths.ts) come next: an empty tmpfs on a directory,
- * an empty file on a file. Then the pod's own binds, shallowest first.
+ * an empty file on a file, unless the overlay's layer of hidden paths shows
+ * them empty already (hidden-layer.ts). Then the pod's own binds, shallowest
+ * first, and /sys last.
  *
  * Namespaces: mount (always), PID (the program is PID 1, `--as-pid-1`, with
  * the kernel's PID-1 signal semantics; or the PID namespace of another
@@ -57,9 +59,12 @@ export interface BwrapOptions {
 }
 
 export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): string[] {
-  // Looked at per start, one stat each: a credential location made after `up` is hidden from the next container.
-  const kinds = new Map(spec.hide.filter((h) => !underPrivate(h)).map((h) => [h, statKind(h)] as const))
-  const hidden = [...kinds.keys()].filter((h) => kinds.get(h) !== undefined)
+  // Looked at per start, one stat each: a credential location made after `up` is hidden from the next container. What
+  // the overlay's layer of hidden paths shows empty already needs no mask (nor does anything inside it).
+  const layerHides = spec.layerHides ?? []
+  const masked = spec.hide.filter((h) => !underPrivate(h) && !layerHides.some((l) => isWithin(l, h)))
+  const kinds = new Map(masked.map((h) => [h, statKind(h)] as const))
+  const hidden = [...layerHides, ...[...kinds.keys()].filter((h) => kinds.get(h) !== undefined)]
   const targets = spec.binds.map((b) => ({...b, target: viewPath(b.target, hidden)}))
   const overlaid = new Map((spec.rootLayer?.overlays ?? []).map((o) => [o.path, o.merged]))
   const shadows = shadowDirs(
@@ -82,15 +87,23 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   // hostMountsBelow). A hidden one is masked next.
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   for (const m of spec.rootLayer?.maskedMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--tmpfs', m)
-  args.push('--ro-bind', '/sys', '/sys', '--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec))
+  args.push('--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec, '/proc'))
   for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
-  for (const h of hidden) {
-    if (kinds.get(h) === 'dir') args.push('--tmpfs', h)
-    else args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
+  const masks = (inSys: boolean) => {
+    for (const [h, kind] of kinds) {
+      if (isWithin('/sys', h) !== inSys) continue
+      if (kind === 'dir') args.push('--tmpfs', h)
+      else if (kind === 'file') args.push('--ro-bind', spec.emptyFile ?? DefaultEmptyFile, h)
+    }
   }
+  masks(false)
   for (const t of [...targets].sort((a, b) => depth(a.target) - depth(b.target))) {
     args.push(t.readOnly ? '--ro-bind' : '--bind', t.source, t.target)
   }
+  // /sys after every other bind (no volume goes below it: viewPath): its bind brings the host's mounts below it (a
+  // dozen cgroup hierarchies on cgroup v1), and bwrap reads the whole mount table again after each bind.
+  args.push('--ro-bind', '/sys', '/sys', ...maskArgs(spec, '/sys'))
+  masks(true)
   // No writable layer (none can be built): the view's own tmpfs root and shadows become read-only too, once every
   // mount point on them is made, so a write fails with EROFS. readOnlyRootFilesystem: the same for the layer's
   // overlays (its root, or the tmpfs root and each overlay bound on it): the host's files are still seen through

@@ -42,6 +42,16 @@ export type ContainerViewResult = {ok: true; spec: ContainerSandboxSpec} | {ok: 
  * termination message file. Mounts of the container's own choosing come
  * after the kubelet's files, so a volume at /etc/hosts wins, as in a pod.
  */
+/**
+ * The host paths hidden from the node's containers now: its state dir, the walls' list, and the state dirs of nodes
+ * started after this one too (the registry, read at each call): a pod of such a node in plain mode may leave a real
+ * symlink at a mountPath on the host (volumes.ts), which a view would otherwise follow into that node's pod
+ * directories, owner-only on the host.
+ */
+export function hiddenFromContainers(stateDir: string, walls: SandboxWalls | undefined): string[] {
+  return [...new Set([stateDir, ...(walls?.hide ?? []), ...registeredStateDirs()])]
+}
+
 export async function containerView(input: ContainerViewInput): Promise<ContainerViewResult> {
   const binds: SandboxBind[] = [
     {source: input.podFiles.hosts, target: '/etc/hosts', readOnly: false},
@@ -55,10 +65,7 @@ export async function containerView(input: ContainerViewInput): Promise<Containe
     if (!src.ok) return src
     binds.push({source: src.real, target: m.mountPath, readOnly: m.readOnly === true || apiData.has(m.name) || input.volumes.get(m.name)?.readOnly === true})
   }
-  // The state dirs of nodes started after this one too (the registry, read per start): a pod of such a node in plain
-  // mode may leave a real symlink at a mountPath on the host (volumes.ts), which this view would otherwise follow into
-  // that node's pod directories, owner-only on the host.
-  const hide = [...new Set([input.stateDir, ...(input.walls?.hide ?? []), ...registeredStateDirs()])]
+  const hide = hiddenFromContainers(input.stateDir, input.walls)
   const spec: ContainerSandboxSpec = {hostname: input.hostname, binds, hide, ...(input.walls?.emptyFile ? {emptyFile: input.walls.emptyFile} : {})}
   if (!input.walls?.layer) return {ok: true, spec}
   try {

@@ -1,10 +1,13 @@
 import {spawn, type ChildProcess} from 'node:child_process'
-import {dirname} from 'node:path'
+import {mkdir} from 'node:fs/promises'
+import {dirname, join} from 'node:path'
 import {createInterface} from 'node:readline'
 import {isWithin} from '../../../common/paths.js'
 import {hostProgram} from '../process/host-programs.js'
+import {buildHiddenLayer, HiddenLayerDirName, hiddenLayerEntries, type HiddenLayer} from './hidden-layer.js'
 import {parseMountinfo, readMountinfo, recentMountTable, type MountEntry, type MountTable} from './mountinfo.js'
-import {ShellProgram, SetprivProgram, UnshareProgram} from './root-layer.js'
+import {ShellProgram, SetprivProgram, UnsafeInMountOptions, UnshareProgram, withTopLower} from './root-layer.js'
+import type {ContainerSandboxSpec} from './spec.js'
 
 /**
  * The mount namespace every sandboxed start begins from (as root): a copy
@@ -75,13 +78,50 @@ export function bindsLackedDir(binds: readonly {source: string}[], lacked: reado
   return binds.some((b) => lacked.some((d) => isWithin(d, b.source) || isWithin(b.source, d)))
 }
 
-/** One holder of a base: its process, what it lacks and the host's mounts it copied. */
+/** One holder of a base: its process, what it lacks, the host's mounts it copied and its hidden paths' layer. */
 interface Holder {
   child: ChildProcess
   pid: number
   lacked: string[]
   signature: string
   exited: boolean
+  /** The host's mount table the holder copied. */
+  table: MountEntry[]
+  hiddenLayer?: HiddenLayer
+}
+
+/** The namespace a sandboxed start begins from, and the layer of hidden paths that namespace holds (hidden-layer.ts). */
+export interface MountBaseChoice {
+  /** The namespace's file. */
+  path: string
+  hiddenLayer?: HiddenLayer
+}
+
+/** The plan of a node whose state dir is `stateDir`: each base's layer is mounted on the same empty directory of it. */
+export function hiddenLayerPlan(stateDir: string, paths: () => string[]): HiddenLayerPlan {
+  return {dir: join(stateDir, HiddenLayerDirName), paths}
+}
+
+/**
+ * A sandboxed start from a base (none: the host's namespace): the base's
+ * namespace, and its layer of hidden paths as the top lower layer of the
+ * start's overlay of `/` when that overlay is its only one (several are
+ * mounted from an fstab written before the base is chosen).
+ */
+export function startFrom(view: ContainerSandboxSpec, base: MountBaseChoice | undefined): ContainerSandboxSpec {
+  if (!base) return view
+  const layer = view.rootLayer
+  const hidden = base.hiddenLayer
+  if (!hidden || layer?.mode !== 'root' || !layer.root || layer.mounts.length !== 1) return {...view, mountBase: base.path}
+  return {...view, mountBase: base.path, rootLayer: withTopLower(layer, hidden.lower), layerHides: hidden.covers}
+}
+
+/** Where each base builds its layer of hidden paths (as root, with a writable layer per container), and which paths. */
+export interface HiddenLayerPlan {
+  /** An empty directory of the node's, the layer's mount point in the base. */
+  dir: string
+  /** The paths hidden from containers now (read at each base's making). */
+  paths: () => string[]
 }
 
 export class SandboxMountBase {
@@ -95,14 +135,18 @@ export class SandboxMountBase {
   /** The host's mount table as last read at a start, and its signature. */
   private lastRead = {text: '', signature: ''}
 
+  /** The last reason a layer of hidden paths could not be built (logged once per reason). */
+  private layerFailure = ''
+
   private constructor(
     private readonly netnsDir: string,
     private readonly log: (line: string) => void,
+    private readonly hidden: HiddenLayerPlan | undefined,
   ) {}
 
   /** Makes the first base; undefined where none can be made (its programs missing, no privilege), with the reason given to log. */
-  static async start(netnsDir: string, log: (line: string) => void = () => undefined): Promise<SandboxMountBase | undefined> {
-    const base = new SandboxMountBase(netnsDir, log)
+  static async start(netnsDir: string, log: (line: string) => void = () => undefined, hidden?: HiddenLayerPlan): Promise<SandboxMountBase | undefined> {
+    const base = new SandboxMountBase(netnsDir, log, hidden)
     await base.make()
     return base.current ? base : undefined
   }
@@ -119,9 +163,10 @@ export class SandboxMountBase {
    * meanwhile fails its setup ("Can't bind mount ... remount ...: No such
    * file or directory").
    */
-  async pathFor(binds: readonly {source: string}[]): Promise<string | undefined> {
+  async pathFor(binds: readonly {source: string}[]): Promise<MountBaseChoice | undefined> {
     const h = await this.fresh()
-    return h && !bindsLackedDir(binds, h.lacked) ? `/proc/${h.pid}/ns/mnt` : undefined
+    if (!h || bindsLackedDir(binds, h.lacked)) return undefined
+    return {path: `/proc/${h.pid}/ns/mnt`, ...(h.hiddenLayer ? {hiddenLayer: h.hiddenLayer} : {})}
   }
 
   /**
@@ -174,6 +219,7 @@ export class SandboxMountBase {
       this.retryAt = Date.now() + DefaultMountBaseRetryMs
       return
     }
+    if (this.hidden && !this.closed) await this.addHiddenLayer(h, this.hidden)
     if (this.closed) {
       h.child.kill('SIGKILL')
       return
@@ -189,13 +235,28 @@ export class SandboxMountBase {
       }, DefaultRetiredBaseMs).unref()
     }
   }
+
+  /** The base's layer of hidden paths; without one (logged once per reason), its starts mask them as before. */
+  private async addHiddenLayer(h: Holder, plan: HiddenLayerPlan): Promise<void> {
+    if (UnsafeInMountOptions.test(plan.dir)) return
+    const built = await mkdir(plan.dir, {recursive: true, mode: 0o700})
+      .then(() => buildHiddenLayer(h.pid, plan.dir, hiddenLayerEntries(plan.paths(), h.table)))
+      .catch((error: unknown) => ({ok: false as const, reason: (error as Error).message}))
+    if (built.ok) {
+      h.hiddenLayer = built.layer
+      return
+    }
+    if (built.reason !== this.layerFailure) this.log(`hidden paths are masked at each sandboxed start: their layer could not be built (${built.reason})`)
+    this.layerFailure = built.reason
+  }
 }
 
 /** Starts a holder: the host's mounts and what it lacks are read first, so a change made meanwhile makes the next start remake it. */
 async function startHolder(netnsDir: string, log: (line: string) => void): Promise<Holder | undefined> {
   const info = readMountinfo()
   const lacked = nsfsDirs(info, netnsDir)
-  const signature = mountsSignature(info)
+  const table = parseMountinfo(info)
+  const signature = mountsSignature(table)
   const child = spawn(
     hostProgram(SetprivProgram),
     [
@@ -241,7 +302,7 @@ async function startHolder(netnsDir: string, log: (line: string) => void): Promi
   child.stdout!.destroy()
   child.stderr!.destroy()
   child.unref()
-  const h: Holder = {child, pid: child.pid, lacked, signature, exited: false}
+  const h: Holder = {child, pid: child.pid, lacked, signature, exited: false, table}
   child.once('exit', () => (h.exited = true))
   return h
 }

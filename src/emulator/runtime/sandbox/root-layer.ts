@@ -150,7 +150,7 @@ function under(dir: string, p: string): boolean {
 }
 
 /** Characters an overlay option or an fstab field cannot carry unescaped. */
-const UnsafeInMountOptions = /[\s,:\\]/
+export const UnsafeInMountOptions = /[\s,:\\]/
 
 /**
  * Makes a fresh layer for an instance at `dir` (whatever an earlier
@@ -222,6 +222,15 @@ async function makeOverlay(base: string, lower: string, mode: LayerMode, name?: 
   await chmod(upper!, st.mode & 0o7777)
   // userxattr: the overlay's own attributes in user.* where trusted.* needs the host's root.
   return {options: `lowerdir=${lower},upperdir=${upper},workdir=${work}${mode === 'user-namespace' ? ',userxattr' : ''}`, target: merged!}
+}
+
+/**
+ * The layer with `lower` as the top lower layer of its overlay of `/` (the
+ * mount base's layer of hidden paths, hidden-layer.ts): the host's `/`
+ * stays the lowest, so what `lower` holds shows over it.
+ */
+export function withTopLower(layer: RootLayer, lower: string): RootLayer {
+  return {...layer, mounts: layer.mounts.map((m) => (m.target === layer.root ? {...m, options: m.options.replace(/^lowerdir=\/,/, `lowerdir=${lower}:/,`)} : m))}
 }
 
 /**

@@ -46,12 +46,16 @@ export function namespaceArgs(spec: ContainerSandboxSpec, pidNamespaceFd: number
   return out
 }
 
-/** The masks of procMount Default, after /proc and /sys are mounted; directories only where the host has them (bwrap would make the mount point). */
-export function maskArgs(spec: ContainerSandboxSpec): string[] {
+/**
+ * The masks of procMount Default in `within` (/proc or /sys), after it is mounted; directories only where the host has
+ * them (bwrap would make the mount point).
+ */
+export function maskArgs(spec: ContainerSandboxSpec, within: '/proc' | '/sys'): string[] {
   const id = spec.security?.context
   if (!id || id.privileged || id.procMount === 'Unmasked') return []
-  const out = MaskedProcFiles.filter((p) => kindOf(p) === 'file').flatMap((p) => ['--ro-bind', '/dev/null', p])
-  for (const d of MaskedDirs.filter((p) => kindOf(p) === 'dir')) out.push('--tmpfs', d, '--remount-ro', d)
+  const inside = (p: string) => p.startsWith(`${within}/`)
+  const out = MaskedProcFiles.filter((p) => inside(p) && kindOf(p) === 'file').flatMap((p) => ['--ro-bind', '/dev/null', p])
+  for (const d of MaskedDirs.filter((p) => inside(p) && kindOf(p) === 'dir')) out.push('--tmpfs', d, '--remount-ro', d)
   return out
 }
 

@@ -22,6 +22,8 @@ export interface ContainerSandboxSpec {
   hide: string[]
   /** The empty file a hidden file is replaced by. */
   emptyFile?: string
+  /** Hidden paths the writable layer's overlay already shows empty (its mount base's layer, hidden-layer.ts): no mask for them. */
+  layerHides?: string[]
   /** The instance's writable layer; without one the host's files are all read-only. */
   rootLayer?: RootLayer
   /** readOnlyRootFilesystem: the layer's overlays are made read-only in the view (writes fail with EROFS). */
