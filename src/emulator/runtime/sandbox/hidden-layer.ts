@@ -1,6 +1,7 @@
 import {spawn} from 'node:child_process'
 import {lstatSync, realpathSync} from 'node:fs'
 import {dirname} from 'node:path'
+import {isWithin} from '../../../common/paths.js'
 import {hostProgram, PerlProgram, perlScriptArgv, type PerlScript} from '../process/host-programs.js'
 import {EntrySyscalls} from './entry.js'
 import type {MountEntry} from './mountinfo.js'
@@ -84,8 +85,8 @@ export function hiddenLayerEntries(paths: readonly string[], table: readonly Mou
   const candidates = [...new Set(paths)].filter((p) => p.startsWith('/') && p !== '/' && !OwnTopLevel.has(p.split('/')[1]!)).sort((a, b) => a.length - b.length)
   const out: HiddenLayerEntry[] = []
   for (const p of candidates) {
-    if (otherMounts.some((m) => under(m, p))) continue
-    if (out.some((e) => e.kind === 'dir' && under(e.path, p))) continue
+    if (otherMounts.some((m) => isWithin(m, p))) continue
+    if (out.some((e) => e.kind === 'dir' && isWithin(e.path, p))) continue
     const found = look(p)
     if (!found || found.kind === 'symlink') continue
     const parent = dirname(p)
@@ -157,9 +158,4 @@ export async function buildHiddenLayer(
       else resolve({ok: false, reason: stderr.trim() || `perl ended with ${signal ?? `exit code ${code}`}`})
     })
   })
-}
-
-/** `p` is `dir` or below it, for normalized absolute paths. */
-function under(dir: string, p: string): boolean {
-  return p === dir || p.startsWith(dir === '/' ? '/' : `${dir}/`)
 }

@@ -35,6 +35,11 @@ import type {ContainerSandboxSpec} from './spec.js'
  * A container that binds a directory the base lacks (a hostPath volume of
  * /run/netns, or of /) starts from the host's namespace too: it asked for
  * the host's files there, and gets them as a kubelet's container would.
+ *
+ * With writable layers as root, each base also holds the node's hidden paths
+ * as a layer for the overlay of `/` (hidden-layer.ts), built once the holder
+ * is ready and before its starts; a start from the host's namespace masks
+ * them as bwrap always did.
  */
 
 /** The umount(8) step and the holder: fixed scripts, the program paths and the directory are arguments, never parsed by the shell. */
