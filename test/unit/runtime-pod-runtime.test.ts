@@ -55,6 +55,15 @@ function pod(name: string, script: string, over: Partial<NonNullable<V1Pod['spec
   }
 }
 
+/**
+ * A shell loop that handles SIGTERM as `handler` says ('exit 0', or '' to ignore it) and makes `mark` once its trap
+ * is set: the relist may see the start a few milliseconds after the spawn, before the shell has read its trap, and a
+ * SIGTERM then finds the shell's default (143).
+ */
+function trapLoop(handler: 'exit 0' | '', mark: string): string {
+  return `trap "${handler}" TERM; : > ${mark}; while :; do sleep 0.05; done`
+}
+
 async function until<T>(what: string, f: () => T | undefined, ms = 8_000): Promise<T> {
   const end = Date.now() + ms
   for (;;) {
@@ -73,9 +82,11 @@ afterEach(async () => {
 
 describe('PodRuntime without an API server: bare processes', () => {
   test('a start is Created and Started and reported running once seen; terminate sends SIGTERM, records Killing, and releases the sandbox', async () => {
-    const {rt, events, reports, stateDir} = runtime(pod('steady', 'trap "exit 0" TERM; while :; do sleep 0.05; done'))
+    const mark = join(tempDir('vnode-trap-'), 'set')
+    const {rt, events, reports, stateDir} = runtime(pod('steady', trapLoop('exit 0', mark)))
     open.push(rt)
     await rt.start()
+    await until('its trap is set', () => existsSync(mark))
     expect(app(rt).state?.running).toBeDefined()
     expect(reports.at(-1)!.status!.containerStatuses![0].state!.running).toBeDefined()
     expect(events.map((e) => e.reason)).toEqual(['Pulled', 'Created', 'Started'])
@@ -158,12 +169,14 @@ describe('PodRuntime without an API server: bare processes', () => {
   })
 
   test('a stop runs preStop, then SIGTERM; a container that ignores it is killed when the grace is over, never sooner than 2 s after SIGTERM', async () => {
-    const p = pod('stubborn', 'trap "" TERM; while :; do sleep 0.05; done')
+    const mark = join(tempDir('vnode-trap-'), 'set')
+    const p = pod('stubborn', trapLoop('', mark))
     const {rt, events, stateDir} = runtime(p)
     const marker = join(stateDir, 'prestop')
     p.spec!.containers[0].lifecycle = {preStop: {exec: {command: ['/bin/sh', '-c', `echo prestop >> ${marker}`]}}}
     open.push(rt)
     await rt.start()
+    await until('its trap is set', () => existsSync(mark))
     const t = Date.now()
     await rt.terminate(1)
     const took = Date.now() - t
@@ -176,17 +189,19 @@ describe('PodRuntime without an API server: bare processes', () => {
   })
 
   test("a delete during a sync's kill lets that kill keep its grace, then terminates (the kubelet's SyncPod is not cancelled); its own stops get the whole grace", async () => {
-    const p = pod('killed-twice', 'trap "" TERM; while :; do sleep 0.05; done', {
+    const marks = tempDir('vnode-trap-')
+    const p = pod('killed-twice', trapLoop('', join(marks, 'app')), {
       terminationGracePeriodSeconds: 4,
       containers: [
-        {name: 'app', image: 'busybox', command: ['/bin/sh', '-c', 'trap "" TERM; while :; do sleep 0.05; done']},
-        {name: 'other', image: 'busybox', command: ['/bin/sh', '-c', 'trap "" TERM; while :; do sleep 0.05; done']},
+        {name: 'app', image: 'busybox', command: ['/bin/sh', '-c', trapLoop('', join(marks, 'app'))]},
+        {name: 'other', image: 'busybox', command: ['/bin/sh', '-c', trapLoop('', join(marks, 'other'))]},
       ],
     })
     const {rt, events} = runtime(p)
     open.push(rt)
     await rt.start()
     await until('both running', () => rt.status().containerStatuses!.every((c) => c.state?.running) || undefined)
+    await until('their traps are set', () => existsSync(join(marks, 'app')) && existsSync(join(marks, 'other')))
     await rt.update({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: 'app:1'}}})
     await until('the restart kill', () => events.some((e) => e.reason === 'Killing'))
     const killedAt = Date.now()
@@ -221,7 +236,8 @@ describe('PodRuntime without an API server: bare processes', () => {
   }, 25_000)
 
   test('a changed restart annotation restarts the container it names as a changed definition does: Killing, the grace, restartCount + 1, no back-off', async () => {
-    const p = pod('restarted', 'trap "exit 0" TERM; while :; do sleep 0.05; done', {
+    const mark = join(tempDir('vnode-trap-'), 'set')
+    const p = pod('restarted', trapLoop('exit 0', mark), {
       initContainers: [{name: 'proxy', image: 'busybox', restartPolicy: 'Always', command: ['/bin/sh', '-c', 'sleep 30']}],
     })
     const {rt, events} = runtime(p)
@@ -229,6 +245,7 @@ describe('PodRuntime without an API server: bare processes', () => {
     await rt.start()
     // The regular container starts once the relist has seen the sidecar run.
     const first = (await until('app running', () => (app(rt).state?.running ? app(rt) : undefined))).containerID
+    await until('its trap is set', () => existsSync(mark))
     const annotate = (value: string): V1Pod => ({...rt.pod, metadata: {...rt.pod.metadata, annotations: {[RestartAnnotation]: value}}})
     await rt.update(annotate('app:1'))
     const again = await until('app running again', () => (app(rt).state?.running && app(rt).containerID !== first ? app(rt) : undefined))
