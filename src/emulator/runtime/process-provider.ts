@@ -26,8 +26,7 @@ import {prepareStateDir} from './state-dir.js'
 import {DefaultClusterDomain, type PodDNS} from './sandbox/pod-files.js'
 import type {SandboxMode, SandboxWalls} from './sandbox/spec.js'
 import {retiringLayers} from './sandbox/pod-sandbox.js'
-import {hiddenLayerPlan, SandboxMountBase, type HiddenLayerPlan} from './sandbox/mount-base.js'
-import {hiddenFromContainers} from './sandbox/container-view.js'
+import {hiddenLayerPlan, SandboxMountBase} from './sandbox/mount-base.js'
 import {PodRuntime} from './pod/pod-runtime.js'
 import {DefaultMountRetryInitialMs, DefaultMountRetryMaxMs, DefaultSyncClock, type SyncClock} from './pod/sync-clock.js'
 import type {PodUsage} from './process/usage.js'
@@ -160,7 +159,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       const storageBytes = await prepareStateDir(this.ctx.stateDir)
       if (storageBytes !== undefined) this.node.ephemeralStorageBytes = storageBytes
       this.cgroups?.setUp()
-      if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log, this.hiddenLayerPlan())
+      if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log, hiddenLayerPlan(this.ctx.stateDir, this.opts.walls))
       if (this.closed) this.mountBase?.close()
       await this.adoptRecorded()
       // In the background: a start before the reserve is made has its pipes made as it comes.
@@ -170,13 +169,6 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       await this.opts.network?.start(new Set(this.pods.keys()))
     })()
     await this.adopted
-  }
-
-  /** With writable layers as root, each mount base holds the hidden paths as a layer of the overlay of `/` (sandbox/hidden-layer.ts). */
-  private hiddenLayerPlan(): HiddenLayerPlan | undefined {
-    const walls = this.opts.walls
-    if (walls?.layer !== 'root') return undefined
-    return hiddenLayerPlan(this.ctx.stateDir, () => hiddenFromContainers(this.ctx.stateDir, walls))
   }
 
   /**

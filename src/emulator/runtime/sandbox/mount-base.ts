@@ -7,7 +7,8 @@ import {hostProgram} from '../process/host-programs.js'
 import {buildHiddenLayer, HiddenLayerDirName, hiddenLayerEntries, type HiddenLayer} from './hidden-layer.js'
 import {parseMountinfo, readMountinfo, recentMountTable, type MountEntry, type MountTable} from './mountinfo.js'
 import {ShellProgram, SetprivProgram, UnsafeInMountOptions, UnshareProgram, withTopLower} from './root-layer.js'
-import type {ContainerSandboxSpec} from './spec.js'
+import type {ContainerSandboxSpec, SandboxWalls} from './spec.js'
+import {hiddenFromContainers} from './container-view.js'
 
 /**
  * The mount namespace every sandboxed start begins from (as root): a copy
@@ -102,9 +103,10 @@ export interface MountBaseChoice {
   hiddenLayer?: HiddenLayer
 }
 
-/** The plan of a node whose state dir is `stateDir`: each base's layer is mounted on the same empty directory of it. */
-export function hiddenLayerPlan(stateDir: string, paths: () => string[]): HiddenLayerPlan {
-  return {dir: join(stateDir, HiddenLayerDirName), paths}
+/** With writable layers as root, each base of the node holds its hidden paths as a layer, on one empty directory of its state dir. */
+export function hiddenLayerPlan(stateDir: string, walls: SandboxWalls | undefined): HiddenLayerPlan | undefined {
+  if (walls?.layer !== 'root') return undefined
+  return {dir: join(stateDir, HiddenLayerDirName), paths: () => hiddenFromContainers(stateDir, walls)}
 }
 
 /**
