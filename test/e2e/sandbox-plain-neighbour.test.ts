@@ -1,5 +1,6 @@
 import {afterAll, beforeAll, expect} from '@jest/globals'
-import {existsSync, lstatSync} from 'node:fs'
+import {existsSync, lstatSync, mkdirSync, rmSync, symlinkSync, unlinkSync} from 'node:fs'
+import {join} from 'node:path'
 import {KubectlFixture} from './kubectl-fixture.js'
 import {describeE2e, startVnode, stopAllVnodes, testWhen, uniqueName, type VnodeProcess, waitFor} from './helpers.js'
 
@@ -65,6 +66,55 @@ describeE2e('a sandboxed node beside a plain node started after it', () => {
       await waitFor(() => !existsSync(mountPath) && !isLink(mountPath), "the plain pod's symlink removed with it", 30_000, 200)
     },
     90_000,
+  )
+
+  testWhen(root, 'a top-level symlink on the host needs root')(
+    "a symlink the host makes at a top-level mountPath while sandboxed pods start never takes their volume: each pod's user writes to its own",
+    async () => {
+      // What the plain node does at its pod's start, at any moment: a real link at the mountPath into its owner-only
+      // state dir. Here the link comes and goes every few milliseconds, so some starts plan their view without it and
+      // meet it at their bind (before the fix: the bind followed it, into a path the pod's user cannot walk, or failed).
+      const racePath = `/${uniqueName('vnode-e2e-race')}`
+      const into = join(plain.stateDir, 'race-target')
+      mkdirSync(into, {recursive: true, mode: 0o700})
+      let linked = false
+      const toggle = setInterval(() => {
+        try {
+          if (linked) unlinkSync(racePath)
+          else symlinkSync(into, racePath)
+          linked = !linked
+        } catch {
+          linked = isLink(racePath)
+        }
+      }, 3)
+      const names = Array.from({length: 12}, (_, i) => `race-${i}`)
+      try {
+        for (const name of names)
+          await f.create({
+            metadata: {name},
+            spec: {
+              restartPolicy: 'Never',
+              securityContext: {runAsUser: 1000, runAsGroup: 1000},
+              volumes: [{name: 'scratch', emptyDir: {}}],
+              containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', `touch ${racePath}/kept && ls -A ${racePath}`], volumeMounts: [{name: 'scratch', mountPath: racePath}]}],
+            },
+          })
+        const ended: Record<string, {status: string; logs: string}> = {}
+        for (const name of names) {
+          const row = await f.waitRow(name, (r) => r.status === 'Completed' || r.status === 'Error' || r.status === 'StartError', `${name} ended`, 60_000)
+          const logs = (await f.logs(name)).stdout
+          // A start that failed says why in its status (bwrap's words), not in its logs.
+          const why = row.status === 'Completed' ? undefined : (await f.c.core.readNamespacedPod({name, namespace: f.ns})).status?.containerStatuses?.[0]?.state?.terminated?.message
+          ended[name] = {status: row.status, logs: why ?? logs}
+        }
+        expect(ended).toEqual(Object.fromEntries(names.map((n) => [n, {status: 'Completed', logs: 'kept'}])))
+      } finally {
+        clearInterval(toggle)
+        rmSync(racePath, {force: true})
+      }
+      expect(isLink(racePath)).toBe(false)
+    },
+    120_000,
   )
 })
 

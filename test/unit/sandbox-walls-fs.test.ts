@@ -235,6 +235,41 @@ describe('the writable layer', () => {
     expect(withMount.findIndex((_, i) => withMount[i] === '--ro-bind' && withMount[i + 1] === '/etc' && withMount[i + 2] === '/etc')).toBeGreaterThan(0)
   })
 
+  test('a top-level mount point the host lacks is made in the upper directory of the overlay of / before it is mounted: a directory, or an empty file for a file bound there; nothing for what the host has', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'layer-pin-'))
+    try {
+      const upper = join(dir, 'upper')
+      mkdirSync(upper)
+      const sourceDir = join(dir, 'vol')
+      mkdirSync(sourceDir)
+      const sourceFile = join(dir, 'file')
+      writeFileSync(sourceFile, 'x')
+      const missing = `vnode-unit-pin-${process.pid}`
+      const layer = {dir, mounts: [], mode: 'root' as const, root: join(dir, 'merged'), rootUpper: upper, overlays: [], subMounts: [], maskedMounts: [], topMounts: []}
+      const binds = [
+        {source: sourceDir, target: `/${missing}/deep/er`, readOnly: false},
+        {source: sourceFile, target: `/${missing}-file`, readOnly: false},
+        {source: sourceDir, target: '/etc/vnode-unit-pin', readOnly: false},
+      ]
+      const args = bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: layer}, {cwd: '/', block: false})
+      expect(args.slice(0, 3)).toEqual(['--bind', join(dir, 'merged'), '/'])
+      expect(readdirSync(upper).sort()).toEqual([missing, `${missing}-file`])
+      expect(statSync(join(upper, missing)).isDirectory()).toBe(true)
+      expect(statSync(join(upper, missing)).mode & 0o7777).toBe(0o755)
+      expect(readdirSync(join(upper, missing))).toEqual([])
+      expect(statSync(join(upper, `${missing}-file`)).isFile()).toBe(true)
+      // Made once: a second start of the same layer finds them there.
+      expect(() => bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: layer}, {cwd: '/', block: false})).not.toThrow()
+      // Without the overlay of / (the unprivileged mode's tmpfs root) nothing is made: the view's listing is fixed at start.
+      rmSync(upper, {recursive: true})
+      mkdirSync(upper)
+      bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: {...layer, root: undefined, rootUpper: undefined}}, {cwd: '/', block: false})
+      expect(readdirSync(upper)).toEqual([])
+    } finally {
+      rmSync(dir, {recursive: true, force: true})
+    }
+  })
+
   test("a host mount below an overlaid directory is bound back read-only over the overlay (not when hidden); a mount point in it is made on a shadow, not in the host's mount", () => {
     const root = mkdtempSync(join(tmpdir(), 'submount-'))
     try {

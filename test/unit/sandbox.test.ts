@@ -3,6 +3,7 @@ import {tempDir} from './temp-dirs.js'
 import type {V1Pod} from '@kubernetes/client-node'
 import {mkdirSync, symlinkSync, writeFileSync} from 'node:fs'
 import {join} from 'node:path'
+import {Worker} from 'node:worker_threads'
 import {bwrapArgs, MountPointError, shadowDirs, viewPath} from '../../src/emulator/runtime/sandbox/bwrap.js'
 import {containerHostname, hostsFile, resolvConf} from '../../src/emulator/runtime/sandbox/pod-files.js'
 import {hostPathOf} from '../../src/emulator/runtime/sandbox/spec.js'
@@ -78,6 +79,36 @@ describe('the container view', () => {
     expect(() => viewPath('/proc/x', [])).toThrow(MountPointError)
     expect(() => viewPath('/sys/kernel/x', [])).toThrow(/kernel filesystem/)
     expect(() => viewPath(join(root, 'file', 'x'), [])).toThrow(/is not a directory/)
+    // A dangling link is refused, not taken for a path that is not there.
+    symlinkSync(join(root, 'nowhere'), join(root, 'dangling'))
+    expect(() => viewPath(join(root, 'dangling', 'x'), [])).toThrow(/cannot be resolved/)
+  })
+
+  test('a link that comes and goes while a target is resolved: resolved again from what is there, never refused', async () => {
+    const root = tempDir('vnode-view-race-')
+    const inner = join(root, 'hidden', 'inner')
+    mkdirSync(inner, {recursive: true})
+    const link = join(root, 'link')
+    // Another thread makes and removes the link as fast as it can, as another node's pod start and delete do.
+    const stop = new Int32Array(new SharedArrayBuffer(4))
+    const worker = new Worker(
+      `const {symlinkSync, unlinkSync} = require('node:fs'); const {workerData: w} = require('node:worker_threads');
+       while (Atomics.load(w.stop, 0) === 0) { try { symlinkSync(w.inner, w.link); unlinkSync(w.link) } catch {} }`,
+      {eval: true, workerData: {stop, inner, link}},
+    )
+    const seen = new Map<string, number>()
+    try {
+      const target = join(link, 'sub')
+      for (let i = 0; i < 20_000; i++) {
+        const r = viewPath(target, [join(root, 'hidden')])
+        seen.set(r, (seen.get(r) ?? 0) + 1)
+      }
+    } finally {
+      Atomics.store(stop, 0, 1)
+      await worker.terminate()
+    }
+    // Both states were met (the race ran), and each resolution is one of them.
+    expect([...seen.keys()].sort()).toEqual([join(inner, 'sub'), join(link, 'sub')].sort())
   })
 
   test('bwrap args: host entries, shadows before hidden dirs, binds shallowest first, PID 1 or a joined PID namespace', () => {

@@ -1,10 +1,10 @@
-import {lstatSync, realpathSync, statSync} from 'node:fs'
-import {dirname, join, normalize, relative} from 'node:path'
+import {lstatSync, readlinkSync, realpathSync, statSync} from 'node:fs'
+import {dirname, join, normalize, relative, resolve} from 'node:path'
 import {isWithin} from '../../../common/paths.js'
 import {dirEntries, hostRootEntries, type DirEntry} from './host-root.js'
 import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
 import type {ContainerSandboxSpec} from './spec.js'
-import {OwnTopLevel} from './root-layer.js'
+import {OwnTopLevel, pinTopMountPoints} from './root-layer.js'
 
 /**
  * The bubblewrap command line of a sandboxed container.
@@ -26,7 +26,10 @@ import {OwnTopLevel} from './root-layer.js'
  * mount table after each bind, so a start's setup grows with the square of
  * its mounts (about 7.2 against 4.6 ms of CPU per start on a host with 25
  * top-level entries). A mount point that does not exist on the host is
- * made in the overlay when a layer covers it; elsewhere it must never be
+ * made in the overlay when a layer covers it (a top-level one in the
+ * overlay's upper directory before the overlay is mounted, so nothing the
+ * host makes there meanwhile is followed: root-layer.ts
+ * pinTopMountPoints); elsewhere it must never be
  * created on the host (bwrap would mkdir it through the bind, or fail on a
  * read-only one): the host directory that would receive
  * it is "shadowed" instead, a tmpfs at its place with each of its entries
@@ -75,10 +78,14 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   )
   // The listing says which entries are links: only those are resolved, not every entry lstat'ed again per start.
   const listed = hostRootEntries()
-  const root = listed.filter((e) => e.kind !== 'symlink' || !linkIntoHidden(e.path, hidden))
+  // A top-level link a target still runs through is one its plan did not follow: none was there then, or it led into a
+  // hidden path. It stays out of the view, and so does a link into a hidden path.
+  const targetTops = new Set(targets.map((t) => topLevelName(t.target)))
+  const root = listed.filter((e) => e.kind !== 'symlink' || !(targetTops.has(e.name) || linkIntoHidden(e.path, hidden)))
   const layer = spec.rootLayer
   // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
   const rootOverlay = layer?.root && root.length === listed.length ? layer.root : undefined
+  if (rootOverlay) pinTopMountPoints(layer!, targets, listed)
   const args: string[] = rootOverlay ? ['--bind', rootOverlay, '/', ...overRootOverlay(root, rootOverlay, layer!.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
   // The overlays bound at their own places (a mount each): every one on bwrap's tmpfs root, those outside the overlay of `/` over it.
   const boundOverlays = root.filter((e) => !OwnTopLevel.has(e.name) && overlaid.has(e.path) && !(rootOverlay && isWithin(rootOverlay, overlaid.get(e.path)!))).map((e) => e.path)
@@ -156,35 +163,55 @@ function rootEntries(entries: DirEntry[], skip: Set<string>, overlaid: Map<strin
  * A target as the container's view resolves it: symlinks of the host
  * followed in the part that exists (the view's root is the host's), so the
  * mount lands where a process in the container will look. Refuses targets
- * bwrap cannot mount on, with the reason a runtime would give.
+ * bwrap cannot mount on, with the reason a runtime would give. A path that
+ * vanishes while it is resolved (a link another node makes and removes
+ * with its pod) counts as not there: the walk goes on from its parent.
  */
 export function viewPath(target: string, hidden: string[]): string {
   const t = normalize(target)
   if (isWithin('/proc', t) || isWithin('/sys', t)) throw new MountPointError(`mount destination ${t} is in a kernel filesystem (/proc or /sys): not allowed`)
   if (underPrivate(t) || hidden.some((h) => isWithin(h, t))) return t
   let existing = t
-  while (existing !== '/' && !lexists(existing)) existing = dirname(existing)
-  // A link the view does not have: the mount point is made at the target itself.
-  if (topLinkIntoHidden(existing, hidden)) return t
-  const rest = relative(existing, t)
-  let real: string
+  for (let walks = 0; walks < MaxResolveWalks; walks++) {
+    while (existing !== '/' && !lexists(existing)) existing = dirname(existing)
+    // A link the view does not have: the mount point is made at the target itself.
+    if (topLinkIntoHidden(existing, hidden)) return t
+    const real = resolvedDir(existing, existing !== t)
+    if (real === 'gone') existing = dirname(existing)
+    if (real === 'gone' || real === 'changed') continue
+    if (real === 'not a directory') throw new MountPointError(`mount destination ${t}: ${existing} is not a directory`)
+    if (real === undefined) break
+    const resolved = join(real, relative(existing, t))
+    return resolved === t ? resolved : viewPath(resolved, hidden)
+  }
+  throw new MountPointError(`mount destination ${t}: ${existing} cannot be resolved`)
+}
+
+/** How many times a target's walk starts again while the paths on its way keep changing under it. */
+const MaxResolveWalks = 100
+
+/**
+ * A path's real path, checked to be a directory when something lies below it. When it cannot be resolved: 'gone' if
+ * it is no longer there, 'changed' if it resolves now (a link made again meanwhile), undefined if it cannot (a dangling
+ * link: refused).
+ */
+function resolvedDir(p: string, mustBeDir: boolean): string | 'gone' | 'changed' | 'not a directory' | undefined {
   try {
-    real = realpathSync(existing)
-  } catch {
-    throw new MountPointError(`mount destination ${t}: ${existing} cannot be resolved`)
-  }
-  const resolved = join(real, rest)
-  if (rest !== '') {
-    let st
+    const real = realpathSync(p)
+    if (mustBeDir && !statSync(real).isDirectory()) return 'not a directory'
+    return real
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || p === '/') return undefined
+    if (!lexists(p)) return 'gone'
+    let to: string
     try {
-      st = statSync(real)
+      to = readlinkSync(p)
     } catch {
-      throw new MountPointError(`mount destination ${t}: ${existing} cannot be resolved`)
+      // Not a link (any more): what changed was on its way.
+      return 'changed'
     }
-    if (!st.isDirectory()) throw new MountPointError(`mount destination ${t}: ${existing} is not a directory`)
+    return lexists(resolve(dirname(p), to)) ? 'changed' : undefined
   }
-  if (resolved !== t) return viewPath(resolved, hidden)
-  return resolved
 }
 
 /**
@@ -206,6 +233,11 @@ export function shadowDirs(targets: string[], hidden: string[], overlaid: string
     out.add(parent)
   }
   return [...out].sort((a, b) => depth(a) - depth(b))
+}
+
+/** The first element of an absolute path (`scratch` of `/scratch/a`); empty for `/`. */
+function topLevelName(p: string): string {
+  return p.split('/').find(Boolean) ?? ''
 }
 
 function underPrivate(p: string): boolean {

@@ -1,9 +1,9 @@
 import {randomBytes} from 'node:crypto'
-import {chmodSync, readdirSync, rmSync} from 'node:fs'
+import {chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync} from 'node:fs'
 import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs/promises'
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
-import {hostRootEntries} from './host-root.js'
+import {hostRootEntries, type DirEntry} from './host-root.js'
 import {recentMountTable, type MountEntry} from './mountinfo.js'
 
 /**
@@ -76,6 +76,8 @@ export interface RootLayer {
    * from it takes one each (bwrap.ts).
    */
   root?: string
+  /** The upper directory of the overlay of `/` (with `root`): what the instance writes there, and the mount points made ahead (pinTopMountPoints). */
+  rootUpper?: string
   /** The top-level entries of `/` that are host mounts of their own: the overlay of `/` shows what lies under them, so they are bound over it. */
   topMounts: string[]
 }
@@ -190,6 +192,7 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
   const ownMount = new Set(mountPoints)
   const onRoot = mode === 'root' ? safe.filter((path) => !ownMount.has(path)) : []
   const root = onRoot.length > 0 ? join(dir, 'merged') : undefined
+  const rootUpper = onRoot.length > 0 ? join(dir, 'upper') : undefined
   if (onRoot.length > 0) {
     planned.push({base: dir, lower: '/'})
     for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1))})
@@ -207,7 +210,7 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
     await writeFile(fstab, overlayMounts.map((m) => `overlay ${m.target} overlay ${m.options} 0 0\n`).join(''), {mode: 0o600})
   }
   const topMounts = [...ownMount].filter((m) => m !== '/' && dirname(m) === '/' && !OwnTopLevel.has(m.slice(1))).sort()
-  return {dir, overlays, subMounts: below.rebound, maskedMounts: below.masked, mounts: overlayMounts, ...(fstab ? {fstab} : {}), mode, ...(root ? {root} : {}), topMounts}
+  return {dir, overlays, subMounts: below.rebound, maskedMounts: below.masked, mounts: overlayMounts, ...(fstab ? {fstab} : {}), mode, ...(root && rootUpper ? {root, rootUpper} : {}), topMounts}
 }
 
 /**
@@ -231,6 +234,41 @@ async function makeOverlay(base: string, lower: string, mode: LayerMode, name?: 
  */
 export function withTopLower(layer: RootLayer, lower: string): RootLayer {
   return {...layer, mounts: layer.mounts.map((m) => (m.target === layer.root ? {...m, options: m.options.replace(/^lowerdir=\/,/, `lowerdir=${lower}:/,`)} : m))}
+}
+
+/**
+ * Makes, in the upper directory of the overlay of `/` (not mounted yet),
+ * each top-level mount point of a start that the host's root did not have
+ * when the view was planned (`listed`): a directory, or an empty file for a
+ * file bound at the top level itself, as bwrap would make it. The overlay
+ * shows its lower layer live, so an entry the host makes at that path
+ * between the plan and bwrap's bind would otherwise be what the bind meets:
+ * a plain-mode node's real symlink at its own pod's mountPath (volumes.ts),
+ * leading into that node's owner-only pod directories. bwrap would follow
+ * it, and the container would find its volume behind a path its user cannot
+ * walk, or the bind would fail. An upper entry shows over whatever the
+ * lower layer gets there, as a container's own mount point is made in its
+ * own root filesystem by a runtime.
+ */
+export function pinTopMountPoints(layer: RootLayer, binds: readonly {source: string; target: string}[], listed: readonly DirEntry[]): void {
+  if (!layer.rootUpper) return
+  const names = new Set(listed.map((e) => e.name))
+  for (const b of binds) {
+    const [top] = b.target.split('/').filter(Boolean)
+    if (top === undefined || names.has(top) || OwnTopLevel.has(top)) continue
+    const path = join(layer.rootUpper, top)
+    if (existsSync(path)) continue
+    if (b.target === `/${top}` && !isDirectory(b.source)) writeFileSync(path, '', {mode: 0o644})
+    else mkdirSync(path, {mode: 0o755})
+  }
+}
+
+function isDirectory(p: string): boolean {
+  try {
+    return statSync(p).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 /**
