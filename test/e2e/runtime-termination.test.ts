@@ -74,7 +74,8 @@ describeE2e('runtime: termination, deadlines and leftovers', () => {
       20_000,
       20,
     )
-    // Its main process and whatever of the runtime carries its argv: the node has seen the exit once the last of them is reaped (gone from /proc, not a zombie).
+    // Its main process and whatever of the runtime carries its argv, until the last of them is reaped (gone from /proc, not a zombie): the exit may
+    // reach the node a moment later (the helper reports it over a pipe), and a stop then asks /proc whether the main process still runs.
     const leaverPids = await processesMatching(`/*${mark}*/`, {withRuntime: true})
     expect(leaverPids.length).toBeGreaterThan(0)
     writeFileSync(goFile, '')

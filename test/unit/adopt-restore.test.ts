@@ -70,6 +70,24 @@ describe('adoption', () => {
     expect(readStat(c.pid!)).toBeDefined()
   })
 
+  test('a process reaped before its exit reaches the node does not run now, though the node has not seen it end (a stop gives it no Killing)', async () => {
+    const c = sleeper()
+    const dir = tempDir('adopt-')
+    // Polled 2 s apart: the exit reaches the process object long after the kernel has reaped the process.
+    const proc = ContainerProcess.adopt(
+      {pid: c.pid!, startTicks: readStat(c.pid!)!.startTime, startedAt: new Date(), env: {}, cwd: '/', logPath: join(dir, '0.log'), pipes: outputPipes(join(dir, 'none'))},
+      2_000,
+    )
+    expect(proc.runsNow()).toBe(true)
+    const reaped = new Promise((res) => c.once('exit', res))
+    c.kill('SIGKILL')
+    await reaped
+    expect(readStat(c.pid!)).toBeUndefined()
+    expect({running: proc.running, runsNow: proc.runsNow()}).toEqual({running: true, runsNow: false})
+    expect((await proc.exited).unknown).toBe(true)
+    expect(proc.runsNow()).toBe(false)
+  })
+
   test('a finished container keeps its recorded exit', () => {
     const r = restoreContainer(base({running: false, lastExit: {exitCode: 3, reason: 'Error', finishedAt: '2026-01-02T03:04:05.000Z'}}), undefined)
     expect(r.proc).toBeUndefined()

@@ -23,7 +23,7 @@ export function stopContainer(host: ContainerHost, c: ContainerState, message: s
   host.seeExit(c)
   const proc = c.proc
   if (!proc) return Promise.resolve()
-  const running = proc.running
+  const running = proc.runsNow()
   if (running || killingWhenExited) host.event(c, 'Normal', EventReason.KillingContainer, message)
   const stopping = (async () => {
     const preStop = c.spec.lifecycle?.preStop

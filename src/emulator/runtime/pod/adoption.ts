@@ -5,7 +5,7 @@ import {outputPipes} from '../process/instance-io.js'
 import type {LogRotation} from '../logs/writer.js'
 import {ContainerStatusUnknownExitCode, ContainerStatusUnknownReason} from '../../provider/pod-defaults.js'
 import {podsDir, podSandbox, readPodRecord, restoreTermination, type ContainerRecord, type PodRecord, type RestoredContainer} from './record.js'
-import {groupMembers, readStat, signalGroup} from '../process/proc.js'
+import {groupMembers, isLiveProcess, readStat, signalGroup} from '../process/proc.js'
 import type {NodeCgroups} from '../cgroups/node-cgroups.js'
 import {stopPidNamespaceHolder} from '../sandbox/pod-pid-namespace.js'
 import {terminationFileOf} from '../container/config.js'
@@ -47,9 +47,7 @@ export function findPodRecords(stateDir: string): PodRecord[] {
 
 /** The recorded process is alive and is the one recorded (pid reuse check). */
 export function isSameProcess(pid: number | undefined, startTicks: number | undefined): boolean {
-  if (!pid || !startTicks) return false
-  const s = readStat(pid)
-  return !!s && s.startTime === startTicks && s.state !== 'Z' && s.state !== 'X'
+  return !!pid && !!startTicks && isLiveProcess(pid, startTicks)
 }
 
 /**

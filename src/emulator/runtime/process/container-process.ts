@@ -1,7 +1,7 @@
 import {RealClock, type Clock} from '../../../common/clock.js'
 import type {Writable} from 'node:stream'
 import {ContainerLogWriter} from '../logs/writer.js'
-import {DefaultAdoptedPollMs, isGroupAlive, readStat, signalGroup} from './proc.js'
+import {DefaultAdoptedPollMs, isGroupAlive, isLiveProcess, readStat, signalGroup} from './proc.js'
 import {enterArgv} from '../sandbox/spawn.js'
 import {openReaderOrEmpty, removePipes, type OutputPipes} from './instance-io.js'
 import {startInstance, type InstanceParts} from './instance-starts.js'
@@ -93,6 +93,15 @@ export class ContainerProcess {
     return !this.mainExited
   }
 
+  /**
+   * The main process still runs, asked of /proc now (same pid, same start, not a zombie): its exit reaches vnode a
+   * moment after it is reaped (the helper reports it over a pipe, vnode's own children through libuv), and a stop in
+   * that moment must not treat it as running.
+   */
+  runsNow(): boolean {
+    return this.running && isLiveProcess(this.pid, this.startTicks)
+  }
+
   get pgid(): number {
     return this.groupId ?? this.pid
   }
@@ -118,8 +127,7 @@ export class ContainerProcess {
     const log = new ContainerLogWriter(spec.logPath, spec.rotation)
     const rawExit = new Promise<RawExit>((resolve) => {
       const timer = setInterval(() => {
-        const s = readStat(spec.pid)
-        if (s && s.startTime === spec.startTicks && s.state !== 'Z' && s.state !== 'X') return
+        if (isLiveProcess(spec.pid, spec.startTicks)) return
         clearInterval(timer)
         resolve({code: null, signal: null, unknown: true})
       }, pollMs)

@@ -57,6 +57,12 @@ export function readStat(pid: number): ProcStat | undefined {
   }
 }
 
+/** The process is alive (not a zombie) and is the one that started at startTicks: a reused pid is another process. */
+export function isLiveProcess(pid: number, startTicks: number): boolean {
+  const s = readStat(pid)
+  return !!s && s.startTime === startTicks && s.state !== 'Z' && s.state !== 'X'
+}
+
 /**
  * A process's CPU time in seconds, as precise as /proc allows: the sum of
  * its live threads' run time in nanoseconds (/proc/<pid>/task/<tid>/schedstat),

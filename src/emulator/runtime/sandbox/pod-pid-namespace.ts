@@ -1,5 +1,5 @@
 import type {SandboxMonitor} from '../process/helper-runner.js'
-import {readStat} from '../process/proc.js'
+import {isLiveProcess, readStat} from '../process/proc.js'
 import {spawnSandboxed} from './spawn.js'
 
 /**
@@ -31,9 +31,7 @@ export async function startPidNamespaceHolder(hostname: string): Promise<PidName
 
 /** The holder recorded is still that process (pid reuse check). */
 export function holderAlive(h: PidNamespaceHolder | undefined): boolean {
-  if (!h) return false
-  const s = readStat(h.pid)
-  return !!s && s.startTime === h.startTicks && s.state !== 'Z' && s.state !== 'X'
+  return !!h && isLiveProcess(h.pid, h.startTicks)
 }
 
 export function stopPidNamespaceHolder(h: PidNamespaceHolder | undefined): void {
