@@ -30,41 +30,56 @@ describeE2e('a sandboxed node beside a plain node started after it', () => {
     await f.c.core.deleteNode({name: plainNode}).catch(() => undefined)
   })
 
+  /**
+   * A plain pod with its volume at `path` (its real symlink there, on the host), then a sandboxed pod of user 1000
+   * writing to its own volume at the same path: it must find a directory of its own there, not the plain pod's link.
+   */
+  async function besidePlainLink(path: string, suffix: string): Promise<void> {
+    const volume = {name: 'scratch', emptyDir: {}}
+    const plainPod = `plain${suffix}`
+    const sandboxed = `sandboxed${suffix}`
+    await f.c.core.createNamespacedPod({
+      namespace: f.ns,
+      body: {
+        metadata: {name: plainPod},
+        spec: {
+          nodeName: plainNode,
+          terminationGracePeriodSeconds: 1,
+          volumes: [volume],
+          containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', 'trap "exit 0" TERM; sleep 3600 & wait'], volumeMounts: [{name: 'scratch', mountPath: path}]}],
+        },
+      },
+    })
+    await f.waitRow(plainPod, (r) => r.status === 'Running', 'the plain pod Running')
+    // The precondition: the plain node's real symlink at the mountPath, on the host.
+    expect(lstatSync(path).isSymbolicLink()).toBe(true)
+
+    const script = `touch ${path}/kept && ls -A ${path} && test -d ${path} && ! test -L ${path} && echo not-a-link`
+    await f.create({
+      metadata: {name: sandboxed},
+      spec: {
+        restartPolicy: 'Never',
+        securityContext: {runAsUser: 1000, runAsGroup: 1000},
+        volumes: [volume],
+        containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', script], volumeMounts: [{name: 'scratch', mountPath: path}]}],
+      },
+    })
+    const row = await f.waitRow(sandboxed, (r) => r.status === 'Completed' || r.status === 'Error' || r.status === 'StartError', 'the sandboxed pod ended')
+    expect({status: row.status, logs: (await f.logs(sandboxed)).stdout}).toEqual({status: 'Completed', logs: 'kept\nnot-a-link'})
+
+    await f.c.core.deleteNamespacedPod({name: plainPod, namespace: f.ns})
+    await waitFor(() => !existsSync(path) && !isLink(path), "the plain pod's symlink removed with it", 30_000, 200)
+  }
+
   testWhen(root, "a plain pod's real symlink at a top-level mountPath needs root")(
     "the sandboxed pod's volume is its own at that path, writable by its user, while the plain pod's symlink is on the host",
-    async () => {
-      const volume = {name: 'scratch', emptyDir: {}}
-      await f.c.core.createNamespacedPod({
-        namespace: f.ns,
-        body: {
-          metadata: {name: 'plain'},
-          spec: {
-            nodeName: plainNode,
-            terminationGracePeriodSeconds: 1,
-            volumes: [volume],
-            containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', 'trap "exit 0" TERM; sleep 3600 & wait'], volumeMounts: [{name: 'scratch', mountPath}]}],
-          },
-        },
-      })
-      await f.waitRow('plain', (r) => r.status === 'Running', 'the plain pod Running')
-      // The precondition: the plain node's real symlink at the mountPath, on the host.
-      expect(lstatSync(mountPath).isSymbolicLink()).toBe(true)
+    () => besidePlainLink(mountPath, ''),
+    90_000,
+  )
 
-      await f.create({
-        metadata: {name: 'sandboxed'},
-        spec: {
-          restartPolicy: 'Never',
-          securityContext: {runAsUser: 1000, runAsGroup: 1000},
-          volumes: [volume],
-          containers: [{name: 'app', image: 'sh', command: ['/bin/sh', '-c', `touch ${mountPath}/kept && ls -A ${mountPath}`], volumeMounts: [{name: 'scratch', mountPath}]}],
-        },
-      })
-      const row = await f.waitRow('sandboxed', (r) => r.status === 'Completed' || r.status === 'Error', 'the sandboxed pod ended')
-      expect({status: row.status, logs: (await f.logs('sandboxed')).stdout}).toEqual({status: 'Completed', logs: 'kept'})
-
-      await f.c.core.deleteNamespacedPod({name: 'plain', namespace: f.ns})
-      await waitFor(() => !existsSync(mountPath) && !isLink(mountPath), "the plain pod's symlink removed with it", 30_000, 200)
-    },
+  testWhen(root, "a plain pod's real symlink in /etc needs root")(
+    "a plain pod's real symlink deeper than the root (in /etc) is not followed either: the sandboxed pod's volume is its own there",
+    () => besidePlainLink(`/etc/${uniqueName('vnode-e2e-mount')}`, '-deep'),
     90_000,
   )
 

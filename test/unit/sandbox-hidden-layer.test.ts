@@ -22,7 +22,7 @@ function mounts(...points: string[]): MountEntry[] {
 
 const rootLayer: RootLayer = {
   dir: '/s/l',
-  overlays: [{path: '/etc', merged: '/s/l/merged/etc'}],
+  overlays: [{path: '/etc', merged: '/s/l/merged/etc', upper: '/s/l/upper/etc'}],
   subMounts: [],
   maskedMounts: [],
   mounts: [{options: 'lowerdir=/,upperdir=/s/l/upper,workdir=/s/l/work', target: '/s/l/merged'}],

@@ -1,6 +1,6 @@
 import {describe, expect, test} from '@jest/globals'
 import {spawnSync} from 'node:child_process'
-import {existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync} from 'node:fs'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
 import {bwrapArgs} from '../../src/emulator/runtime/sandbox/bwrap.js'
@@ -82,8 +82,8 @@ describe('the writable layer', () => {
       expect(fstab).toContain(`overlay ${dir}/merged/tmp overlay lowerdir=/tmp,upperdir=${dir}/upper/tmp,workdir=${dir}/work/tmp,userxattr 0 0`)
       expect(statSync(join(dir, 'upper', 'tmp')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
       expect(layer.overlays).toEqual([
-        {path: '/tmp', merged: join(dir, 'merged', 'tmp')},
-        {path: '/usr', merged: join(dir, 'merged', 'usr')},
+        {path: '/tmp', merged: join(dir, 'merged', 'tmp'), upper: join(dir, 'upper', 'tmp')},
+        {path: '/usr', merged: join(dir, 'merged', 'usr'), upper: join(dir, 'upper', 'usr')},
       ])
       const prefix = layerPrefix(layer)
       // mount(8) by its absolute path, as an argument of the fixed script: never looked up on the container's PATH.
@@ -114,8 +114,8 @@ describe('the writable layer', () => {
       expect(statSync(join(dir, 'upper')).mode & 0o7777).toBe(statSync('/').mode & 0o7777)
       expect(statSync(join(dir, 'mounts', 'tmp', 'upper')).mode & 0o7777).toBe(statSync('/tmp').mode & 0o7777)
       expect(layer.overlays).toEqual([
-        {path: '/usr', merged: join(dir, 'merged', 'usr')},
-        {path: '/tmp', merged: join(dir, 'mounts', 'tmp', 'merged')},
+        {path: '/usr', merged: join(dir, 'merged', 'usr'), upper: join(dir, 'upper', 'usr')},
+        {path: '/tmp', merged: join(dir, 'mounts', 'tmp', 'merged'), upper: join(dir, 'mounts', 'tmp', 'upper')},
       ])
       // The overlay of / is the view's root; /tmp, a mount of its own, is bound over it.
       expect(layer.root).toBe(join(dir, 'merged'))
@@ -195,9 +195,12 @@ describe('the writable layer', () => {
     }
   })
 
-  test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point', () => {
-    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt'}], subMounts: [], maskedMounts: [], topMounts: []}
+  test('bwrap binds overlaid directories from their overlay, the rest read-only; no shadow where the overlay takes the mount point, made in its upper directory', () => {
+    const upper = mkdtempSync(join(tmpdir(), 'upper-opt-'))
+    const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/opt', merged: '/l/merged/opt', upper}], subMounts: [], maskedMounts: [], topMounts: []}
     const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: '/opt/vnode-missing/x', readOnly: false}], hide: [], rootLayer: layer}, {cwd: '/', block: false})
+    expect(statSync(join(upper, 'vnode-missing', 'x')).isDirectory()).toBe(true)
+    rmSync(upper, {recursive: true, force: true})
     const idx = args.findIndex((a, i) => a === '--bind' && args[i + 1] === '/l/merged/opt' && args[i + 2] === '/opt')
     expect(idx).toBeGreaterThanOrEqual(0)
     expect(args.join(' ')).toContain('--ro-bind /usr /usr')
@@ -214,8 +217,8 @@ describe('the writable layer', () => {
       mode: 'root' as const,
       root: '/l/merged',
       overlays: [
-        {path: '/usr', merged: '/l/merged/usr'},
-        {path: '/opt', merged: '/l/mounts/opt/merged'},
+        {path: '/usr', merged: '/l/merged/usr', upper: '/l/upper/usr'},
+        {path: '/opt', merged: '/l/mounts/opt/merged', upper: '/l/mounts/opt/upper'},
       ],
       subMounts: [],
       maskedMounts: [],
@@ -235,36 +238,78 @@ describe('the writable layer', () => {
     expect(withMount.findIndex((_, i) => withMount[i] === '--ro-bind' && withMount[i + 1] === '/etc' && withMount[i + 2] === '/etc')).toBeGreaterThan(0)
   })
 
-  test('a top-level mount point the host lacks is made in the upper directory of the overlay of / before it is mounted: a directory, or an empty file for a file bound there; nothing for what the host has', () => {
+  test('a mount point the host lacks, or reaches through a link into a hidden path, is made in the upper directory of the overlay that shows it before it is mounted: its host directories as they are, then a directory, or an empty file for a file bound there; nothing for what the host has', () => {
     const dir = mkdtempSync(join(tmpdir(), 'layer-pin-'))
     try {
-      const upper = join(dir, 'upper')
-      mkdirSync(upper)
+      const rootUpper = join(dir, 'upper')
+      const tmpUpper = join(dir, 'upper-tmp')
+      mkdirSync(rootUpper)
+      mkdirSync(tmpUpper)
       const sourceDir = join(dir, 'vol')
       mkdirSync(sourceDir)
       const sourceFile = join(dir, 'file')
       writeFileSync(sourceFile, 'x')
+      // On the host, in /tmp (overlaid here): a directory of its own mode, a link in it into a hidden directory.
+      const hostDir = join(dir, 'host')
+      mkdirSync(hostDir)
+      chmodSync(hostDir, 0o1750)
+      const hidden = join(dir, 'hidden')
+      mkdirSync(join(hidden, 'inner'), {recursive: true})
+      symlinkSync(join(hidden, 'inner'), join(hostDir, 'link'))
+      mkdirSync(join(hostDir, 'there'))
       const missing = `vnode-unit-pin-${process.pid}`
-      const layer = {dir, mounts: [], mode: 'root' as const, root: join(dir, 'merged'), rootUpper: upper, overlays: [], subMounts: [], maskedMounts: [], topMounts: []}
+      const layer = {
+        dir,
+        mounts: [],
+        mode: 'root' as const,
+        root: join(dir, 'merged'),
+        rootUpper,
+        overlays: [{path: '/tmp', merged: join(dir, 'merged', 'tmp'), upper: join(rootUpper, 'tmp')}],
+        subMounts: [],
+        maskedMounts: [],
+        topMounts: [],
+      }
       const binds = [
         {source: sourceDir, target: `/${missing}/deep/er`, readOnly: false},
         {source: sourceFile, target: `/${missing}-file`, readOnly: false},
-        {source: sourceDir, target: '/etc/vnode-unit-pin', readOnly: false},
+        {source: sourceDir, target: join(hostDir, 'link', 'y'), readOnly: false},
+        {source: sourceFile, target: join(hostDir, 'new-file'), readOnly: false},
+        {source: sourceDir, target: join(hostDir, 'there'), readOnly: false},
       ]
-      const args = bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: layer}, {cwd: '/', block: false})
+      const spec = {hostname: 'h', binds, hide: [hidden], rootLayer: layer}
+      const args = bwrapArgs(spec, {cwd: '/', block: false})
       expect(args.slice(0, 3)).toEqual(['--bind', join(dir, 'merged'), '/'])
-      expect(readdirSync(upper).sort()).toEqual([missing, `${missing}-file`])
-      expect(statSync(join(upper, missing)).isDirectory()).toBe(true)
-      expect(statSync(join(upper, missing)).mode & 0o7777).toBe(0o755)
-      expect(readdirSync(join(upper, missing))).toEqual([])
-      expect(statSync(join(upper, `${missing}-file`)).isFile()).toBe(true)
+      // The link into the hidden path is not followed: the bind is at the target itself, made over the link.
+      expect(args.join(' ')).toContain(`--bind ${sourceDir} ${join(hostDir, 'link', 'y')}`)
+      const kind = (p: string) => {
+        const st = lstatSync(p)
+        return `${st.isDirectory() ? 'dir' : st.isFile() ? 'file' : 'other'} ${(st.mode & 0o7777).toString(8)}`
+      }
+      expect(readdirSync(rootUpper).sort()).toEqual(['tmp', missing, `${missing}-file`].sort())
+      expect([join(rootUpper, missing), join(rootUpper, missing, 'deep'), join(rootUpper, missing, 'deep', 'er'), join(rootUpper, `${missing}-file`)].map(kind)).toEqual([
+        'dir 755',
+        'dir 755',
+        'dir 755',
+        'file 644',
+      ])
+      // In /tmp (a directory of the overlay of /): the host's directories on the way as they are (mode, owner), from /tmp
+      // down, the rest made; nothing for what the host has.
+      const inTmp = (...p: string[]) => join(rootUpper, hostDir.slice(1), ...p)
+      expect(kind(join(rootUpper, 'tmp'))).toBe(`dir ${(statSync('/tmp').mode & 0o7777).toString(8)}`)
+      expect([inTmp(), inTmp('link'), inTmp('link', 'y'), inTmp('new-file')].map(kind)).toEqual(['dir 1750', 'dir 755', 'dir 755', 'file 644'])
+      expect(lstatSync(inTmp()).uid).toBe(lstatSync(hostDir).uid)
+      expect(readdirSync(inTmp()).sort()).toEqual(['link', 'new-file'])
+      // /tmp as a mount of its own (its own overlay): its upper directory is that overlay's, made with it.
+      const ownLayer = {...layer, overlays: [{path: '/tmp', merged: join(dir, 'mounts', 'tmp', 'merged'), upper: tmpUpper}]}
+      bwrapArgs({...spec, rootLayer: ownLayer}, {cwd: '/', block: false})
+      expect(kind(join(tmpUpper, hostDir.slice('/tmp/'.length), 'link', 'y'))).toBe('dir 755')
       // Made once: a second start of the same layer finds them there.
-      expect(() => bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: layer}, {cwd: '/', block: false})).not.toThrow()
-      // Without the overlay of / (the unprivileged mode's tmpfs root) nothing is made: the view's listing is fixed at start.
-      rmSync(upper, {recursive: true})
-      mkdirSync(upper)
-      bwrapArgs({hostname: 'h', binds, hide: [], rootLayer: {...layer, root: undefined, rootUpper: undefined}}, {cwd: '/', block: false})
-      expect(readdirSync(upper)).toEqual([])
+      expect(() => bwrapArgs(spec, {cwd: '/', block: false})).not.toThrow()
+      // On bwrap's tmpfs root (no overlay of / as the view's root) the top level is not made: the view's top level is fixed at the start.
+      rmSync(rootUpper, {recursive: true})
+      mkdirSync(rootUpper)
+      bwrapArgs({...spec, binds: binds.slice(0, 2), rootLayer: {...layer, root: undefined, rootUpper: undefined, overlays: []}}, {cwd: '/', block: false})
+      expect(readdirSync(rootUpper)).toEqual([])
     } finally {
       rmSync(dir, {recursive: true, force: true})
     }
@@ -277,7 +322,15 @@ describe('the writable layer', () => {
       const secret = join(root, 'state')
       mkdirSync(sub)
       mkdirSync(join(secret, 'mnt'), {recursive: true})
-      const layer = {dir: '/l', mounts: [], mode: 'root' as const, overlays: [{path: '/tmp', merged: '/l/merged/tmp'}], subMounts: [sub, join(secret, 'mnt')], maskedMounts: [], topMounts: []}
+      const layer = {
+        dir: '/l',
+        mounts: [],
+        mode: 'root' as const,
+        overlays: [{path: '/tmp', merged: '/l/merged/tmp', upper: '/l/upper/tmp'}],
+        subMounts: [sub, join(secret, 'mnt')],
+        maskedMounts: [],
+        topMounts: [],
+      }
       const args = bwrapArgs({hostname: 'h', binds: [{source: '/srv/v', target: join(sub, 'missing', 'x'), readOnly: false}], hide: [secret], rootLayer: layer}, {cwd: '/', block: false})
       const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((x, j) => args[i + j] === x))
       expect(at('--bind', '/l/merged/tmp', '/tmp')).toBeGreaterThanOrEqual(0)

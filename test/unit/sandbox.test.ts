@@ -84,9 +84,9 @@ describe('the container view', () => {
     expect(() => viewPath(join(root, 'dangling', 'x'), [])).toThrow(/cannot be resolved/)
   })
 
-  test('a link that comes and goes while a target is resolved: resolved again from what is there, never refused', async () => {
+  test('a link that comes and goes while a target is resolved: resolved again from what is there, never refused; one into a hidden path is never followed', async () => {
     const root = tempDir('vnode-view-race-')
-    const inner = join(root, 'hidden', 'inner')
+    const inner = join(root, 'elsewhere', 'inner')
     mkdirSync(inner, {recursive: true})
     const link = join(root, 'link')
     // Another thread makes and removes the link as fast as it can, as another node's pod start and delete do.
@@ -97,11 +97,14 @@ describe('the container view', () => {
       {eval: true, workerData: {stop, inner, link}},
     )
     const seen = new Map<string, number>()
+    const seenHidden = new Map<string, number>()
     try {
       const target = join(link, 'sub')
       for (let i = 0; i < 20_000; i++) {
-        const r = viewPath(target, [join(root, 'hidden')])
+        const r = viewPath(target, [])
         seen.set(r, (seen.get(r) ?? 0) + 1)
+        const h = viewPath(target, [join(root, 'elsewhere')])
+        seenHidden.set(h, (seenHidden.get(h) ?? 0) + 1)
       }
     } finally {
       Atomics.store(stop, 0, 1)
@@ -109,6 +112,8 @@ describe('the container view', () => {
     }
     // Both states were met (the race ran), and each resolution is one of them.
     expect([...seen.keys()].sort()).toEqual([join(inner, 'sub'), join(link, 'sub')].sort())
+    // Into a hidden path: the mount point is the target itself, link or not.
+    expect([...seenHidden.keys()]).toEqual([join(link, 'sub')])
   })
 
   test('bwrap args: host entries, shadows before hidden dirs, binds shallowest first, PID 1 or a joined PID namespace', () => {

@@ -1,10 +1,10 @@
 import {lstatSync, readlinkSync, realpathSync, statSync} from 'node:fs'
 import {dirname, join, normalize, relative, resolve} from 'node:path'
 import {isWithin} from '../../../common/paths.js'
-import {dirEntries, hostRootEntries, type DirEntry} from './host-root.js'
+import {dirEntries, hostRootEntries, isRealEntry, type DirEntry} from './host-root.js'
 import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
 import type {ContainerSandboxSpec} from './spec.js'
-import {OwnTopLevel, pinTopMountPoints} from './root-layer.js'
+import {OwnTopLevel, pinMountPoints} from './root-layer.js'
 
 /**
  * The bubblewrap command line of a sandboxed container.
@@ -25,11 +25,11 @@ import {OwnTopLevel, pinTopMountPoints} from './root-layer.js'
  * root instead of one per top-level entry matters: bwrap reads the whole
  * mount table after each bind, so a start's setup grows with the square of
  * its mounts (about 7.2 against 4.6 ms of CPU per start on a host with 25
- * top-level entries). A mount point that does not exist on the host is
- * made in the overlay when a layer covers it (a top-level one in the
- * overlay's upper directory before the overlay is mounted, so nothing the
- * host makes there meanwhile is followed: root-layer.ts
- * pinTopMountPoints); elsewhere it must never be
+ * top-level entries). A mount point that does not exist on the host (or
+ * lies past a link into a hidden path, which the view never follows) is
+ * made in the overlay when a layer covers it, in its upper directory
+ * before the overlay is mounted, so nothing the host makes there meanwhile
+ * is followed (root-layer.ts pinMountPoints); elsewhere it must never be
  * created on the host (bwrap would mkdir it through the bind, or fail on a
  * read-only one): the host directory that would receive
  * it is "shadowed" instead, a tmpfs at its place with each of its entries
@@ -85,7 +85,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   const layer = spec.rootLayer
   // The overlay of `/` as the view's root, unless a top-level link must be left out of the view (the overlay would show it).
   const rootOverlay = layer?.root && root.length === listed.length ? layer.root : undefined
-  if (rootOverlay) pinTopMountPoints(layer!, targets, listed)
+  if (layer) pinMountPoints(layer, targets, {rootShown: rootOverlay !== undefined, hidden})
   const args: string[] = rootOverlay ? ['--bind', rootOverlay, '/', ...overRootOverlay(root, rootOverlay, layer!.topMounts, overlaid)] : rootEntries(root, OwnTopLevel, overlaid)
   // The overlays bound at their own places (a mount each): every one on bwrap's tmpfs root, those outside the overlay of `/` over it.
   const boundOverlays = root.filter((e) => !OwnTopLevel.has(e.name) && overlaid.has(e.path) && !(rootOverlay && isWithin(rootOverlay, overlaid.get(e.path)!))).map((e) => e.path)
@@ -95,7 +95,7 @@ export function bwrapArgs(spec: ContainerSandboxSpec, opts: BwrapOptions): strin
   for (const m of spec.rootLayer?.subMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--ro-bind-try', m, m)
   for (const m of spec.rootLayer?.maskedMounts ?? []) if (!hidden.some((h) => isWithin(h, m))) args.push('--tmpfs', m)
   args.push('--proc', '/proc', ...devArgs(spec), '--tmpfs', '/dev/shm', ...maskArgs(spec, '/proc'))
-  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(dirEntries(s), new Set(), new Map()))
+  for (const s of shadows) args.push('--tmpfs', s, ...rootEntries(shadowEntries(s, targets), new Set(), new Map()))
   const masks = (inSys: boolean) => {
     for (const [h, kind] of kinds) {
       if (isWithin('/sys', h) !== inSys) continue
@@ -174,14 +174,17 @@ export function viewPath(target: string, hidden: string[]): string {
   let existing = t
   for (let walks = 0; walks < MaxResolveWalks; walks++) {
     while (existing !== '/' && !lexists(existing)) existing = dirname(existing)
-    // A link the view does not have: the mount point is made at the target itself.
-    if (topLinkIntoHidden(existing, hidden)) return t
     const real = resolvedDir(existing, existing !== t)
     if (real === 'gone') existing = dirname(existing)
     if (real === 'gone' || real === 'changed') continue
     if (real === 'not a directory') throw new MountPointError(`mount destination ${t}: ${existing} is not a directory`)
     if (real === undefined) break
     const resolved = join(real, relative(existing, t))
+    // A link on the way into a hidden path is not followed: the mount point is made at the target itself, over the link
+    // (root-layer.ts pinMountPoints; a top-level one is left out of the view). Such links are made by a plain-mode node
+    // running as root (volumes.ts: a real symlink at a mountPath, into that node's pod directory), which no other node's
+    // container may follow: through the host's owner-only directories its user could not reach its own volume.
+    if (hidden.some((h) => isWithin(h, resolved))) return t
     return resolved === t ? resolved : viewPath(resolved, hidden)
   }
   throw new MountPointError(`mount destination ${t}: ${existing} cannot be resolved`)
@@ -224,9 +227,10 @@ function resolvedDir(p: string, mustBeDir: boolean): string | 'gone' | 'changed'
 export function shadowDirs(targets: string[], hidden: string[], overlaid: string[] = [], subMounts: string[] = []): string[] {
   const out = new Set<string>()
   for (const t of targets) {
-    if (lexists(t) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
+    // A link still on a target's way is one the view does not follow (viewPath): its place is made as a missing one's.
+    if (isRealEntry(t) || underPrivate(t) || hidden.some((h) => isWithin(h, t))) continue
     let parent = dirname(t)
-    while (parent !== '/' && !lexists(parent)) parent = dirname(parent)
+    while (parent !== '/' && !isRealEntry(parent)) parent = dirname(parent)
     // In an overlay a mount point is made in the layer; a host mount bound back below it is read-only, as the rest of the host.
     const inLayer = overlaid.some((o) => isWithin(o, parent)) && !subMounts.some((m) => isWithin(m, parent))
     if (parent === '/' || inLayer || targets.some((o) => o !== t && isWithin(o, parent))) continue
@@ -248,22 +252,6 @@ function depth(p: string): number {
   return p === '/' ? 0 : p.split('/').length - 1
 }
 
-/**
- * A symlink in the host's root that leads into a hidden path: the view's root (a tmpfs) has no such entry, and a
- * mount at its path lands there, not where it points. Such links are made by a plain-mode node running as root
- * (volumes.ts: a real symlink at a mountPath, into that node's pod directory), which no other node's container may
- * follow: through the host's owner-only directories its user could not reach its own volume. A link deeper down sits
- * in a directory the view shows whole (read-only, or its writable layer), so a mount there follows it, as before.
- */
-function topLinkIntoHidden(p: string, hidden: string[]): boolean {
-  if (dirname(p) !== '/' || p === '/') return false
-  try {
-    return lstatSync(p).isSymbolicLink() && linkIntoHidden(p, hidden)
-  } catch {
-    return false
-  }
-}
-
 /** A symlink (known to be one) whose resolution lies in a hidden path; one that cannot be resolved does not. */
 function linkIntoHidden(link: string, hidden: string[]): boolean {
   try {
@@ -272,6 +260,11 @@ function linkIntoHidden(link: string, hidden: string[]): boolean {
   } catch {
     return false
   }
+}
+
+/** A shadowed directory's entries, bound back: a link in it that a target runs through is one the view does not follow (viewPath), left out. */
+function shadowEntries(dir: string, targets: readonly {target: string}[]): DirEntry[] {
+  return dirEntries(dir).filter((e) => e.kind !== 'symlink' || !targets.some((t) => isWithin(e.path, t.target)))
 }
 
 function lexists(p: string): boolean {

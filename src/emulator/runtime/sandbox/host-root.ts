@@ -1,4 +1,4 @@
-import {readdirSync, readlinkSync, statSync, type Dirent} from 'node:fs'
+import {lstatSync, readdirSync, readlinkSync, statSync, type Dirent} from 'node:fs'
 import {join} from 'node:path'
 
 /**
@@ -68,4 +68,14 @@ export function dirEntries(dir: string): DirEntry[] {
     } else out.push({name: e.name, path, kind: e.isDirectory() ? 'dir' : e.isFile() ? 'file' : 'other'})
   }
   return out
+}
+
+/** Something is at the path, and it is not a symlink: what a mount point can be made on as the host has it. */
+export function isRealEntry(p: string): boolean {
+  try {
+    const st = lstatSync(p, {throwIfNoEntry: false})
+    return st !== undefined && !st.isSymbolicLink()
+  } catch {
+    return false
+  }
 }

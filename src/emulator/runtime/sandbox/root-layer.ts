@@ -1,9 +1,10 @@
 import {randomBytes} from 'node:crypto'
-import {chmodSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync} from 'node:fs'
+import {chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync, type Stats} from 'node:fs'
 import {chmod, chown, mkdir, readdir, rename, rm, stat, writeFile} from 'node:fs/promises'
 import {basename, dirname, join} from 'node:path'
 import {hostProgram} from '../process/host-programs.js'
-import {hostRootEntries, type DirEntry} from './host-root.js'
+import {hostRootEntries, isRealEntry} from './host-root.js'
+import {isWithin} from '../../../common/paths.js'
 import {recentMountTable, type MountEntry} from './mountinfo.js'
 
 /**
@@ -59,8 +60,8 @@ export type LayerMode = 'root' | 'user-namespace'
 export interface RootLayer {
   /** The instance's layer directory (upper/, work/, merged/, fstab). */
   dir: string
-  /** Overlaid top-level directories: the host path and its merged directory to bind in its place. */
-  overlays: {path: string; merged: string}[]
+  /** Overlaid top-level directories: the host path, its merged directory to bind in its place, and its upper directory (that directory's own in it). */
+  overlays: {path: string; merged: string; upper: string}[]
   /** The host's mounts below overlaid directories that the view shows (hostMountsBelow): bound back read-only over the overlays. */
   subMounts: string[]
   /** Mounts of writable filesystems that a rebound mount (or a directory bound read-only whole) carries along: each masked by an empty tmpfs. */
@@ -76,7 +77,7 @@ export interface RootLayer {
    * from it takes one each (bwrap.ts).
    */
   root?: string
-  /** The upper directory of the overlay of `/` (with `root`): what the instance writes there, and the mount points made ahead (pinTopMountPoints). */
+  /** The upper directory of the overlay of `/` (with `root`): what the instance writes there, and the mount points made ahead (pinMountPoints). */
   rootUpper?: string
   /** The top-level entries of `/` that are host mounts of their own: the overlay of `/` shows what lies under them, so they are bound over it. */
   topMounts: string[]
@@ -195,13 +196,13 @@ export async function prepareRootLayer(dir: string, mode: LayerMode, dirs?: stri
   const rootUpper = onRoot.length > 0 ? join(dir, 'upper') : undefined
   if (onRoot.length > 0) {
     planned.push({base: dir, lower: '/'})
-    for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1))})
+    for (const path of onRoot) overlays.push({path, merged: join(dir, 'merged', path.slice(1)), upper: join(dir, 'upper', path.slice(1))})
   }
   for (const path of safe) {
     if (onRoot.includes(path)) continue
     const base = mode === 'root' ? join(dir, 'mounts', path.slice(1)) : undefined
     planned.push(base === undefined ? {base: dir, lower: path, name: path.slice(1)} : {base, lower: path})
-    overlays.push({path, merged: base ? join(base, 'merged') : join(dir, 'merged', path.slice(1))})
+    overlays.push({path, merged: base ? join(base, 'merged') : join(dir, 'merged', path.slice(1)), upper: base ? join(base, 'upper') : join(dir, 'upper', path.slice(1))})
   }
   const overlayMounts = await Promise.all(planned.map((o) => makeOverlay(o.base, o.lower, mode, o.name)))
   let fstab: string | undefined
@@ -237,35 +238,76 @@ export function withTopLower(layer: RootLayer, lower: string): RootLayer {
 }
 
 /**
- * Makes, in the upper directory of the overlay of `/` (not mounted yet),
- * each top-level mount point of a start that the host's root did not have
- * when the view was planned (`listed`): a directory, or an empty file for a
- * file bound at the top level itself, as bwrap would make it. The overlay
- * shows its lower layer live, so an entry the host makes at that path
- * between the plan and bwrap's bind would otherwise be what the bind meets:
- * a plain-mode node's real symlink at its own pod's mountPath (volumes.ts),
- * leading into that node's owner-only pod directories. bwrap would follow
- * it, and the container would find its volume behind a path its user cannot
- * walk, or the bind would fail. An upper entry shows over whatever the
- * lower layer gets there, as a container's own mount point is made in its
- * own root filesystem by a runtime.
+ * Makes each mount point of a start that the host does not have as it is
+ * (missing, or a link the view does not follow: viewPath) in the upper
+ * directory of the overlay that shows it, before the overlays are mounted:
+ * the directories on its way with the host's mode and owner (as a copy-up
+ * would make them), then a directory, or an empty file for a file bound
+ * there, as bwrap would make it. An overlay shows its lower layer live, so
+ * an entry the host makes at that path between the plan and bwrap's bind
+ * would otherwise be what the bind meets: a plain-mode node's real symlink
+ * at its own pod's mountPath (volumes.ts), leading into that node's
+ * owner-only pod directories. bwrap would follow it, and the container
+ * would find its volume behind a path its user cannot walk, or the bind
+ * would fail. An upper entry shows over whatever the lower layer gets
+ * there, as a container's own mount point is made in its own root
+ * filesystem by a runtime. A top-level mount point is made in the overlay
+ * of `/` only when that overlay is the view's root (`rootShown`); on
+ * bwrap's tmpfs root the view's top level is fixed at the start. Nothing is
+ * made in a hidden path or a host mount bound over an overlay.
  */
-export function pinTopMountPoints(layer: RootLayer, binds: readonly {source: string; target: string}[], listed: readonly DirEntry[]): void {
-  if (!layer.rootUpper) return
-  const names = new Set(listed.map((e) => e.name))
+export function pinMountPoints(layer: RootLayer, binds: readonly {source: string; target: string}[], opts: {rootShown: boolean; hidden: readonly string[]}): void {
+  const asRoot = process.getuid?.() === 0
   for (const b of binds) {
-    const [top] = b.target.split('/').filter(Boolean)
-    if (top === undefined || names.has(top) || OwnTopLevel.has(top)) continue
-    const path = join(layer.rootUpper, top)
-    if (existsSync(path)) continue
-    if (b.target === `/${top}` && !isDirectory(b.source)) writeFileSync(path, '', {mode: 0o644})
-    else mkdirSync(path, {mode: 0o755})
+    const t = b.target
+    if (opts.hidden.some((h) => isWithin(h, t)) || [...layer.subMounts, ...layer.maskedMounts].some((m) => isWithin(m, t))) continue
+    const parts = t.split('/').filter(Boolean)
+    const [top] = parts
+    if (top === undefined || OwnTopLevel.has(top)) continue
+    const overlay = layer.overlays.find((o) => o.path === `/${top}`)
+    // A directory of the overlay of `/` has no upper directory of its own until a write copies it up: made from `/` down.
+    const ofRoot = overlay !== undefined && layer.root !== undefined && isWithin(layer.root, overlay.merged)
+    const at =
+      overlay && !ofRoot
+        ? {upper: overlay.upper, host: overlay.path, rest: parts.slice(1)}
+        : layer.rootUpper && (ofRoot || (opts.rootShown && !isRealEntry(`/${top}`)))
+          ? {upper: layer.rootUpper, host: '/', rest: parts}
+          : undefined
+    if (at && at.rest.length > 0) pinPath(at, isNonDirectory(b.source), asRoot)
   }
 }
 
-function isDirectory(p: string): boolean {
+/** One mount point below an overlay's lower directory `host`, made in its upper directory unless the host has the whole path. */
+function pinPath(at: {upper: string; host: string; rest: string[]}, fileAtEnd: boolean, asRoot: boolean): void {
+  const hostPaths = at.rest.map((_, i) => join(at.host, ...at.rest.slice(0, i + 1)))
+  if (hostPaths.every(isRealEntry)) return
+  for (let i = 0; i < at.rest.length; i++) {
+    const made = join(at.upper, ...at.rest.slice(0, i + 1))
+    if (lstatOrUndefined(made)) continue
+    const last = i === at.rest.length - 1
+    const st = lstatOrUndefined(hostPaths[i]!)
+    if (!last && st?.isDirectory()) {
+      mkdirSync(made)
+      // The mode exactly (mkdir's is cut by the umask), the owner as root only: what a copy-up of that directory gives.
+      chmodSync(made, st.mode & 0o7777)
+      if (asRoot) chownSync(made, st.uid, st.gid)
+    } else if (last && fileAtEnd) writeFileSync(made, '', {mode: 0o644})
+    else mkdirSync(made, {mode: 0o755})
+  }
+}
+
+function lstatOrUndefined(p: string): Stats | undefined {
   try {
-    return statSync(p).isDirectory()
+    return lstatSync(p, {throwIfNoEntry: false})
+  } catch {
+    return undefined
+  }
+}
+
+/** A bind source that is there and is not a directory: its mount point is a file. */
+function isNonDirectory(p: string): boolean {
+  try {
+    return !statSync(p).isDirectory()
   } catch {
     return false
   }
