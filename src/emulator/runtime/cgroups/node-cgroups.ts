@@ -32,6 +32,8 @@ export class NodeCgroups {
   /** Pods with a cgroup, by UID: the burstable QoS cgroup's shares follow them. */
   private readonly pods = new Map<string, V1Pod>()
   private burstable = -1
+  /** Creations under way, by path: another start of the same pod waits for the one under way (a v1 cpuset copies its parent's cpus once made). */
+  private readonly creating = new Map<string, Promise<void>>()
 
   constructor(
     support: CgroupSupport,
@@ -48,13 +50,13 @@ export class NodeCgroups {
   }
 
   /** The node root and its QoS cgroups (kept if a previous run left them: adoption). */
-  setUp(): void {
+  async setUp(): Promise<void> {
     const d = this.driver
-    d.create('')
+    await d.create('')
     d.apply('', {cpuShares: milliCpuToShares(Math.round(this.opts.cpuCores * 1000)), memoryLimit: Math.floor(this.opts.memoryBytes)})
-    d.create(QosDirs.BestEffort)
+    await d.create(QosDirs.BestEffort)
     d.apply(QosDirs.BestEffort, {cpuShares: MinShares})
-    d.create(QosDirs.Burstable)
+    await d.create(QosDirs.Burstable)
     this.updateBurstable()
   }
 
@@ -63,9 +65,9 @@ export class NodeCgroups {
   }
 
   /** Makes (or finds) the pod's cgroup and gives it the pod's resources. */
-  ensurePod(pod: V1Pod): string {
+  async ensurePod(pod: V1Pod): Promise<string> {
     const path = this.podPath(pod)
-    this.driver.create(path)
+    await this.create(path)
     this.driver.apply(path, podResources(pod, this.opts.podPidsLimit ?? NoLimit))
     this.pods.set(pod.metadata!.uid!, pod)
     this.updateBurstable()
@@ -73,11 +75,19 @@ export class NodeCgroups {
   }
 
   /** A cgroup for one container instance, with the container's resources. */
-  createContainer(pod: V1Pod, container: V1Container, containerID: string): string {
-    const path = containerCgroupPath(this.ensurePod(pod), containerID)
-    this.driver.create(path)
+  async createContainer(pod: V1Pod, container: V1Container, containerID: string): Promise<string> {
+    const path = containerCgroupPath(await this.ensurePod(pod), containerID)
+    await this.create(path)
     this.driver.apply(path, containerResources(container), {oomGroup: true})
     return path
+  }
+
+  private create(path: string): Promise<void> {
+    const under = this.creating.get(path)
+    if (under) return under
+    const made = this.driver.create(path).finally(() => this.creating.delete(path))
+    this.creating.set(path, made)
+    return made
   }
 
   /**

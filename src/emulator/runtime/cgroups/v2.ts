@@ -1,4 +1,5 @@
-import {existsSync, mkdirSync} from 'node:fs'
+import {existsSync} from 'node:fs'
+import {mkdir} from 'node:fs/promises'
 import {dirname, join} from 'node:path'
 import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg, writeCgAsync} from './driver.js'
 import {NoLimit, type ResourceConfig, sharesToWeight} from './resources.js'
@@ -21,16 +22,21 @@ export class CgroupV2 implements CgroupDriver {
     return join(this.root, path)
   }
 
-  create(path: string): void {
-    this.createDir(this.dir(path))
+  create(path: string): Promise<void> {
+    return this.createDir(this.dir(path))
   }
 
-  private createDir(dir: string): void {
+  private async createDir(dir: string): Promise<void> {
     if (existsSync(dir)) return
     const parent = dirname(dir)
-    if (!existsSync(parent)) this.createDir(parent)
+    if (!existsSync(parent)) await this.createDir(parent)
     enableControllers(parent)
-    mkdirSync(dir)
+    try {
+      await mkdir(dir)
+    } catch (error) {
+      // Made meanwhile by another start of the same pod.
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
   }
 
   apply(path: string, c: ResourceConfig, opts: {oomGroup?: boolean} = {}): void {
