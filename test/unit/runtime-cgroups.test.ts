@@ -9,7 +9,6 @@ import {containerCgroupName, containerCgroupPath, nodeRootName, ownDir, parseMou
 import {changedResources, infeasibleMessage, resizeCompletedMessage, resizeNeedsRestart, statusResources} from '../../src/emulator/runtime/cgroups/resize.js'
 import {burstableShares, computeQos, containerResources, milliCpuToQuota, milliCpuToShares, podQos, podResources, sharesToWeight} from '../../src/emulator/runtime/cgroups/resources.js'
 import {CgroupV2} from '../../src/emulator/runtime/cgroups/v2.js'
-import {NodeCgroups} from '../../src/emulator/runtime/cgroups/node-cgroups.js'
 
 const c = (name: string, resources?: V1Container['resources'], extra: Partial<V1Container> = {}): V1Container => ({name, image: 'x', ...(resources ? {resources} : {}), ...extra})
 const pod = (containers: V1Container[], initContainers: V1Container[] = []): V1Pod => ({
@@ -159,7 +158,7 @@ describe('resize decisions', () => {
 })
 
 describe('the v2 driver, on a directory laid out as a delegated cgroup2 subtree', () => {
-  test('controllers enabled on the way down; weight, cpu.max, memory.max, oom.group, pids.max written; usage read', async () => {
+  test('controllers enabled on the way down; weight, cpu.max, memory.max, oom.group, pids.max written; usage read', () => {
     const root = mkdtempSync(join(tmpdir(), 'cg2-'))
     try {
       writeFileSync(join(root, 'cgroup.subtree_control'), 'memory')
@@ -171,7 +170,7 @@ describe('the v2 driver, on a directory laid out as a delegated cgroup2 subtree'
         for (const f of files) writeFileSync(join(dir, f), '')
       }
       for (const path of ['', 'burstable', 'burstable/podu', 'burstable/podu/abc']) {
-        await d.create(path)
+        d.create(path)
         prepare(join(node, path))
       }
       expect(readFileSync(join(root, 'cgroup.subtree_control'), 'utf8')).toBe('+cpu +pids')
@@ -189,34 +188,6 @@ describe('the v2 driver, on a directory laid out as a delegated cgroup2 subtree'
       writeFileSync(join(node, 'burstable/podu/abc', 'memory.events'), 'oom 2\noom_kill 1\n')
       expect(d.usage('burstable/podu/abc')).toEqual({cpuNanoSeconds: 1_500_000, memoryUsageBytes: 1000, workingSetBytes: 700, rssBytes: 600})
       expect(d.oomKills('burstable/podu/abc')).toBe(1)
-    } finally {
-      rmSync(root, {recursive: true, force: true})
-    }
-  })
-})
-
-describe("the node's cgroup tree, on a directory laid out as a delegated cgroup2 subtree", () => {
-  test("two starts of one pod at once make its cgroup once: the second waits for the first's; each container's cgroup is its own", async () => {
-    const root = mkdtempSync(join(tmpdir(), 'cg2-node-'))
-    try {
-      const nodeCgroups = new NodeCgroups({mode: 'v2', v2Dir: root}, {nodeName: 'n', stateDir: join(root, 'state'), cpuCores: 2, memoryBytes: 2 ** 30})
-      await nodeCgroups.setUp()
-      const made: string[] = []
-      const create = nodeCgroups.driver.create.bind(nodeCgroups.driver)
-      nodeCgroups.driver.create = async (path: string) => {
-        made.push(path)
-        await new Promise((r) => setTimeout(r, 20))
-        return create(path)
-      }
-      const pod: V1Pod = {metadata: {name: 'p', uid: 'u1'}, spec: {containers: [c('a', {}), c('b', {})]}}
-      const [a, b] = await Promise.all([nodeCgroups.createContainer(pod, c('a', {}), 'id-a'), nodeCgroups.createContainer(pod, c('b', {}), 'id-b')])
-      const podPath = nodeCgroups.podPath(pod)
-      expect(made.filter((p) => p === podPath)).toEqual([podPath])
-      expect([a, b]).toEqual([containerCgroupPath(podPath, 'id-a'), containerCgroupPath(podPath, 'id-b')])
-      expect(nodeCgroups.driver.exists(a) && nodeCgroups.driver.exists(b)).toBe(true)
-      // Once made, the next start creates again (nothing kept per path: the map of creations under way is empty).
-      await nodeCgroups.ensurePod(pod)
-      expect(made.filter((p) => p === podPath)).toEqual([podPath, podPath])
     } finally {
       rmSync(root, {recursive: true, force: true})
     }

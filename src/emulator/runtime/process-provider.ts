@@ -158,7 +158,7 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
     this.adopted ??= (async () => {
       const storageBytes = await prepareStateDir(this.ctx.stateDir)
       if (storageBytes !== undefined) this.node.ephemeralStorageBytes = storageBytes
-      await this.cgroups?.setUp()
+      this.cgroups?.setUp()
       if (this.sandboxMode === 'namespaces' && process.getuid?.() === 0) this.mountBase = await SandboxMountBase.start(NetnsDir, this.opts.log, hiddenLayerPlan(this.ctx.stateDir, this.opts.walls))
       if (this.closed) this.mountBase?.close()
       await this.adoptRecorded()

@@ -22,12 +22,8 @@ export interface CgroupDriver {
   readonly version: 1 | 2
   /** The node root's directories (one per v1 hierarchy, one for v2). */
   readonly rootDirs: string[]
-  /**
-   * Makes the cgroup and any missing parent, each ready to hold processes (v1 cpuset copied, v2 controllers enabled).
-   * Asynchronous: a cgroup's mkdir waits on the kernel's cgroup lock and allocates its controllers' state (about half a
-   * millisecond per v1 hierarchy), on the start path of every container of a burst.
-   */
-  create(path: string): Promise<void>
+  /** Makes the cgroup and any missing parent, each ready to hold processes (v1 cpuset copied, v2 controllers enabled). */
+  create(path: string): void
   apply(path: string, config: ResourceConfig, opts?: {oomGroup?: boolean}): void
   /**
    * Moves a process (and its threads) into the cgroup. Asynchronous: moving a process waits on the kernel's cgroup

@@ -32,8 +32,6 @@ export class NodeCgroups {
   /** Pods with a cgroup, by UID: the burstable QoS cgroup's shares follow them. */
   private readonly pods = new Map<string, V1Pod>()
   private burstable = -1
-  /** Creations under way, by path: another start of the same pod waits for the one under way (a v1 cpuset copies its parent's cpus once made). */
-  private readonly creating = new Map<string, Promise<void>>()
 
   constructor(
     support: CgroupSupport,
@@ -50,13 +48,13 @@ export class NodeCgroups {
   }
 
   /** The node root and its QoS cgroups (kept if a previous run left them: adoption). */
-  async setUp(): Promise<void> {
+  setUp(): void {
     const d = this.driver
-    await d.create('')
+    d.create('')
     d.apply('', {cpuShares: milliCpuToShares(Math.round(this.opts.cpuCores * 1000)), memoryLimit: Math.floor(this.opts.memoryBytes)})
-    await d.create(QosDirs.BestEffort)
+    d.create(QosDirs.BestEffort)
     d.apply(QosDirs.BestEffort, {cpuShares: MinShares})
-    await d.create(QosDirs.Burstable)
+    d.create(QosDirs.Burstable)
     this.updateBurstable()
   }
 
@@ -65,9 +63,9 @@ export class NodeCgroups {
   }
 
   /** Makes (or finds) the pod's cgroup and gives it the pod's resources. */
-  async ensurePod(pod: V1Pod): Promise<string> {
+  ensurePod(pod: V1Pod): string {
     const path = this.podPath(pod)
-    await this.create(path)
+    this.driver.create(path)
     this.driver.apply(path, podResources(pod, this.opts.podPidsLimit ?? NoLimit))
     this.pods.set(pod.metadata!.uid!, pod)
     this.updateBurstable()
@@ -75,19 +73,11 @@ export class NodeCgroups {
   }
 
   /** A cgroup for one container instance, with the container's resources. */
-  async createContainer(pod: V1Pod, container: V1Container, containerID: string): Promise<string> {
-    const path = containerCgroupPath(await this.ensurePod(pod), containerID)
-    await this.create(path)
+  createContainer(pod: V1Pod, container: V1Container, containerID: string): string {
+    const path = containerCgroupPath(this.ensurePod(pod), containerID)
+    this.driver.create(path)
     this.driver.apply(path, containerResources(container), {oomGroup: true})
     return path
-  }
-
-  private create(path: string): Promise<void> {
-    const under = this.creating.get(path)
-    if (under) return under
-    const made = this.driver.create(path).finally(() => this.creating.delete(path))
-    this.creating.set(path, made)
-    return made
   }
 
   /**

@@ -33,11 +33,11 @@ export class PodCgroupState {
   }
 
   /** The instance's cgroup, made with the container's resources; undefined in plain mode. Throws StartError. */
-  async createContainer(pod: V1Pod, name: string, spec: V1Container, containerID: string): Promise<string | undefined> {
+  createContainer(pod: V1Pod, name: string, spec: V1Container, containerID: string): string | undefined {
     this.actuated.set(name, structuredClone(spec.resources ?? {}))
     if (!this.node) return undefined
     try {
-      const path = await this.node.createContainer(pod, spec, containerID)
+      const path = this.node.createContainer(pod, spec, containerID)
       this.paths.set(name, path)
       return path
     } catch (error) {
@@ -49,7 +49,7 @@ export class PodCgroupState {
   async placeInPod(pod: V1Pod, pid: number): Promise<void> {
     if (!this.node) return
     try {
-      await this.node.place(await this.node.ensurePod(pod), pid)
+      await this.node.place(this.node.ensurePod(pod), pid)
     } catch {
       /* gone already, or the kernel refused: the holder runs nothing of the pod's */
     }

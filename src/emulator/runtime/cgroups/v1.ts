@@ -1,5 +1,4 @@
-import {existsSync} from 'node:fs'
-import {mkdir} from 'node:fs/promises'
+import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg, writeCgAsync} from './driver.js'
 import {NoLimit, type ResourceConfig} from './resources.js'
@@ -32,25 +31,22 @@ export class CgroupV1 implements CgroupDriver {
     return this.rootDirs.map((r) => join(r, path))
   }
 
-  /** Every hierarchy at once: the kernel takes its lock per mkdir, the thread pool's threads wait there, not the event loop. */
-  async create(path: string): Promise<void> {
+  create(path: string): void {
     const cpuset = this.roots.get('cpuset')
-    await Promise.all(this.rootDirs.map((root) => (root === cpuset ? this.createCpuset(join(root, path)) : mkdir(join(root, path), {recursive: true}))))
+    for (const root of this.rootDirs) {
+      if (root === cpuset) this.createCpuset(join(root, path))
+      else mkdirSync(join(root, path), {recursive: true})
+    }
   }
 
   /** A new cpuset cgroup has no cpus and mems: each level copies its parent's before it can hold a process. */
-  private async createCpuset(dir: string): Promise<void> {
+  private createCpuset(dir: string): void {
     if (existsSync(dir)) return
     const parent = dirname(dir)
-    if (!existsSync(parent)) await this.createCpuset(parent)
-    try {
-      await mkdir(dir)
-    } catch (error) {
-      // Made meanwhile by another start of the same pod: it copies its parent's too.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    }
+    if (!existsSync(parent)) this.createCpuset(parent)
+    mkdirSync(dir)
     for (const f of ['cpuset.cpus', 'cpuset.mems']) {
-      if ((readCg(dir, f) ?? '').trim() === '') await writeCgAsync(dir, f, (readCg(parent, f) ?? '').trim())
+      if ((readCg(dir, f) ?? '').trim() === '') writeCg(dir, f, (readCg(parent, f) ?? '').trim())
     }
   }
 

@@ -1,5 +1,4 @@
-import {existsSync} from 'node:fs'
-import {mkdir} from 'node:fs/promises'
+import {existsSync, mkdirSync} from 'node:fs'
 import {dirname, join} from 'node:path'
 import {type CgroupDriver, type CgroupUsage, readCg, readKeyed, removeCgroupTree, subdirs, treePids, workingSet, writeCg, writeCgAsync} from './driver.js'
 import {NoLimit, type ResourceConfig, sharesToWeight} from './resources.js'
@@ -22,21 +21,16 @@ export class CgroupV2 implements CgroupDriver {
     return join(this.root, path)
   }
 
-  create(path: string): Promise<void> {
-    return this.createDir(this.dir(path))
+  create(path: string): void {
+    this.createDir(this.dir(path))
   }
 
-  private async createDir(dir: string): Promise<void> {
+  private createDir(dir: string): void {
     if (existsSync(dir)) return
     const parent = dirname(dir)
-    if (!existsSync(parent)) await this.createDir(parent)
+    if (!existsSync(parent)) this.createDir(parent)
     enableControllers(parent)
-    try {
-      await mkdir(dir)
-    } catch (error) {
-      // Made meanwhile by another start of the same pod.
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-    }
+    mkdirSync(dir)
   }
 
   apply(path: string, c: ResourceConfig, opts: {oomGroup?: boolean} = {}): void {

@@ -96,7 +96,7 @@ function create(host: ContainerHost, c: ContainerState, config: ContainerConfig)
 async function spawn(host: ContainerHost, c: ContainerState, config: ContainerConfig): Promise<ContainerProcess | undefined> {
   const {deps, sandbox, pod} = host
   try {
-    const cgroup = await sandbox.cgroup.createContainer(pod, c.name, c.spec, c.containerID!)
+    const cgroup = sandbox.cgroup.createContainer(pod, c.name, c.spec, c.containerID!)
     const pipes = join(sandbox.dir, 'io', `${c.name}-${c.restartCount}`)
     await mkdir(dirname(pipes), {recursive: true, mode: 0o700})
     const {beforeExec, cgroups} = deps
