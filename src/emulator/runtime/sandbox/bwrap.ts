@@ -4,7 +4,8 @@ import {isWithin} from '../../../common/paths.js'
 import {dirEntries, hostRootEntries, isRealEntry, type DirEntry} from './host-root.js'
 import {devArgs, maskArgs, namespaceArgs} from './security-context.js'
 import type {ContainerSandboxSpec} from './spec.js'
-import {OwnTopLevel, pinMountPoints} from './root-layer.js'
+import {OwnTopLevel} from './root-layer.js'
+import {pinMountPoints} from './mount-points.js'
 
 /**
  * The bubblewrap command line of a sandboxed container.
@@ -29,7 +30,7 @@ import {OwnTopLevel, pinMountPoints} from './root-layer.js'
  * lies past a link into a hidden path, which the view never follows) is
  * made in the overlay when a layer covers it, in its upper directory
  * before the overlay is mounted, so nothing the host makes there meanwhile
- * is followed (root-layer.ts pinMountPoints); elsewhere it must never be
+ * is followed (mount-points.ts pinMountPoints); elsewhere it must never be
  * created on the host (bwrap would mkdir it through the bind, or fail on a
  * read-only one): the host directory that would receive
  * it is "shadowed" instead, a tmpfs at its place with each of its entries
@@ -181,7 +182,7 @@ export function viewPath(target: string, hidden: string[]): string {
     if (real === undefined) break
     const resolved = join(real, relative(existing, t))
     // A link on the way into a hidden path is not followed: the mount point is made at the target itself, over the link
-    // (root-layer.ts pinMountPoints; a top-level one is left out of the view). Such links are made by a plain-mode node
+    // (mount-points.ts pinMountPoints; a top-level one is left out of the view). Such links are made by a plain-mode node
     // running as root (volumes.ts: a real symlink at a mountPath, into that node's pod directory), which no other node's
     // container may follow: through the host's owner-only directories its user could not reach its own volume.
     if (hidden.some((h) => isWithin(h, resolved))) return t
