@@ -1,7 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import {parseEnvZero} from '../support/env-output.js'
 import {spawnSync} from 'node:child_process'
-import {existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync} from 'node:fs'
 import {Socket} from 'node:net'
 import {tmpdir} from 'node:os'
 import {dirname, join} from 'node:path'
@@ -163,6 +163,87 @@ describe('the helper runner', () => {
       rmSync(dir, {recursive: true, force: true})
     }
   })
+  /** Output files of their own for another spawn in dir (the helper opens them at offset 0: a second spawn would write over the first's). */
+  const morePipes = (dir: string, name: string) => {
+    const pipes = {stdout: join(dir, `${name}.out`), stderr: join(dir, `${name}.err`)}
+    writeFileSync(pipes.stdout, '')
+    writeFileSync(pipes.stderr, '')
+    return pipes
+  }
+
+  test('a monitor given cgroup.procs files: once its status names PID 1 the helper writes that pid to each and lets it go, before the status reaches vnode; a refused write kills PID 1 and names the file and errno', async () => {
+    await withFilePipes('helper-place-', async (runner, pipes, dir) => {
+      const files = [join(dir, 'a.procs'), join(dir, 'b.procs')]
+      for (const f of files) writeFileSync(f, '')
+      // A monitor that names itself as PID 1 (bwrap's status), in two writes, then waits for its word on the block fd.
+      const script = 'printf \'{"child-pid": \' >&3; sleep 0.1; printf \'%s, "x": 1}\' $$ >&3; read word <&4; echo "out $word"'
+      const m = await runner.spawn({argv: ['/bin/sh', '-c', script], env: {}, ...pipes, cgroupProcs: files})
+      // What the files held when the status that named PID 1 reached vnode.
+      let status = ''
+      let atStatus: string[] = []
+      m.status.on('data', (c: Buffer) => {
+        status += c.toString()
+        if (status.includes(`"child-pid": ${m.pid}`) && atStatus.length === 0) atStatus = files.map((f) => readFileSync(f, 'utf8'))
+      })
+      await m.placed
+      // vnode never said go: the helper did.
+      expect(await exitOf(m)).toEqual([0, null])
+      expect(files.map((f) => readFileSync(f, 'utf8'))).toEqual([String(m.pid), String(m.pid)])
+      expect(readFileSync(pipes.stdout, 'utf8')).toBe('out go\n')
+      expect(atStatus).toEqual([String(m.pid), String(m.pid)])
+      expect(status).toBe(`{"child-pid": ${m.pid}, "x": 1}`)
+
+      const refused = [files[0]!, join(dir, 'missing', 'cgroup.procs')]
+      const heldPipes = morePipes(dir, 'held')
+      const held = await runner.spawn({argv: ['/bin/sh', '-c', 'printf \'{"child-pid": %s}\' $$ >&3; read word <&4; echo "ran $word"'], env: {}, ...heldPipes, cgroupProcs: refused})
+      await expect(held.placed).rejects.toThrow(`cannot write ${held.pid} to ${refused[1]}: ENOENT`)
+      expect(await exitOf(held)).toEqual([null, 'SIGKILL'])
+      expect(readFileSync(heldPipes.stdout, 'utf8')).toBe('')
+
+      // Without files it is held until go, as before.
+      const plainPipes = morePipes(dir, 'plain')
+      const plain = await runner.spawn({argv: ['/bin/sh', '-c', 'printf \'{"child-pid": %s}\' $$ >&3; read word <&4; echo "plain $word"'], env: {}, ...plainPipes})
+      await new Promise((r) => setTimeout(r, 200))
+      expect(readFileSync(plainPipes.stdout, 'utf8')).toBe('')
+      plain.go()
+      expect(await exitOf(plain)).toEqual([0, null])
+      expect(readFileSync(plainPipes.stdout, 'utf8')).toBe('plain go\n')
+    })
+  })
+
+  const root = process.getuid?.() === 0 && existsSync('/sys/fs/cgroup/pids/cgroup.procs')
+  // As root on cgroup v1 (CI runs so: there it runs, and fails if it cannot).
+  ;(root || process.env.CI === 'true' ? test : test.skip)('a PID 1 placed by the helper is in the real cgroup; one already gone (ESRCH) ends the writes, and the monitor still goes', async () => {
+    const cgroup = `/sys/fs/cgroup/pids/vnode-unit-helper-${process.pid}`
+    mkdirSync(cgroup)
+    try {
+      await withFilePipes('helper-place-cg-', async (runner, pipes, dir) => {
+        const procs = join(cgroup, 'cgroup.procs')
+        const m = await runner.spawn({argv: ['/bin/sh', '-c', 'printf \'{"child-pid": %s}\' $$ >&3; read word <&4; cat /proc/self/cgroup'], env: {}, ...pipes, cgroupProcs: [procs]})
+        await m.placed
+        expect(await exitOf(m)).toEqual([0, null])
+        expect(readFileSync(pipes.stdout, 'utf8')).toMatch(new RegExp(`:pids:/vnode-unit-helper-${process.pid}\n`))
+
+        // PID 1 gone before its placement: the kernel says ESRCH, the write after it is not made, the start goes on.
+        const after = join(dir, 'after.procs')
+        writeFileSync(after, '')
+        const gonePipes = morePipes(dir, 'gone')
+        const gone = await runner.spawn({
+          argv: ['/bin/sh', '-c', 'true & wait; printf \'{"child-pid": %s}\' $! >&3; read word <&4; echo "went $word"'],
+          env: {},
+          ...gonePipes,
+          cgroupProcs: [procs, after],
+        })
+        await gone.placed
+        expect(await exitOf(gone)).toEqual([0, null])
+        expect(readFileSync(gonePipes.stdout, 'utf8')).toBe('went go\n')
+        expect(readFileSync(after, 'utf8')).toBe('')
+      })
+    } finally {
+      rmdirSync(cgroup)
+    }
+  })
+
   test("a script is run by the monitor's own process, not by a new perl: the perl variables of its environment are not read, the pid answered is the one that execs, a script that fails exits 127 with its reason", async () => {
     await withFilePipes('helper-script-', async (runner, pipes, dir) => {
       const marker = join(dir, 'pid')

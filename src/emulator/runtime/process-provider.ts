@@ -80,8 +80,6 @@ export interface ProcessProviderOptions {
   walls?: SandboxWalls
   /** The cluster DNS pods' resolv.conf names (sandbox mode). */
   dns?: Partial<PodDNS>
-  /** Called with each container's main process host pid before its program runs (cgroups). */
-  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
   /** Where the node's notes go (a sandbox's mount base that could not be made). */
   log?: (line: string) => void
 }
@@ -244,7 +242,6 @@ export class ProcessProvider implements PodLifecycleHandler, ContainerStreaming,
       sandboxMode: this.sandboxMode,
       walls: this.opts.walls,
       dns: {clusterDNS: this.opts.dns?.clusterDNS ?? [], clusterDomain: this.opts.dns?.clusterDomain ?? DefaultClusterDomain},
-      beforeExec: this.opts.beforeExec,
       mountBase: (binds) => this.mountBase?.pathFor(binds),
       fifos: this.podWork.fifos,
       notify: (p) => this.callback(p),

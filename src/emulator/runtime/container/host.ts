@@ -31,8 +31,6 @@ export interface ContainerRuntimeDeps {
   cgroups?: NodeCgroups
   /** On the host network: warns when a container's declared ports are already taken on the host. */
   checkHostPorts?: (pod: V1Pod, container: ContainerState) => Promise<void>
-  /** Called with a container's main process host pid before its program runs (cgroups). */
-  beforeExec?: (pod: V1Pod, container: string, pid: number) => Promise<void>
   /** The node's maker of the instances' output pipes, with its reserve of pipes made ahead. */
   fifos?: FifoMaker
   /** The mount namespace a sandboxed start with these binds begins from, and its layer of hidden paths (sandbox/mount-base.ts); the host's when undefined. */

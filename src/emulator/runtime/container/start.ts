@@ -99,7 +99,7 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
     const cgroup = sandbox.cgroup.createContainer(pod, c.name, c.spec, c.containerID!)
     const pipes = join(sandbox.dir, 'io', `${c.name}-${c.restartCount}`)
     await mkdir(dirname(pipes), {recursive: true, mode: 0o700})
-    const {beforeExec, cgroups} = deps
+    const {cgroups} = deps
     return await ContainerProcess.start({
       argv: config.argv,
       env: config.env,
@@ -113,16 +113,10 @@ async function spawn(host: ContainerHost, c: ContainerState, config: ContainerCo
       sandbox: config.view && startFrom(config.view, await deps.mountBase?.(config.view.binds)),
       clock: host.clock,
       lookPeriodMs: deps.sync.relistPeriodMs,
-      // Into the container's cgroup before its program runs: the sandbox blocks until placed, a bare process places itself
-      // (process/placed-argv.ts), else it is placed right after its spawn.
-      cgroupProcs: cgroup && !config.view ? cgroups!.procsFiles(cgroup) : undefined,
-      beforeExec:
-        cgroup || beforeExec
-          ? async (pid, placed) => {
-              if (cgroup && !placed) await cgroups!.place(cgroup, pid)
-              await beforeExec?.(pod, c.name, pid)
-            }
-          : undefined,
+      // Into the container's cgroup before its program runs: a bare process places itself (process/placed-argv.ts), a
+      // sandbox's PID 1 is placed by the helper while it is held; else it is placed right after its spawn.
+      cgroupProcs: cgroup ? cgroups!.procsFiles(cgroup) : undefined,
+      place: cgroup ? (pid) => cgroups!.place(cgroup, pid) : undefined,
     })
   } catch (thrown) {
     sandbox.cgroup.discard(c.name)

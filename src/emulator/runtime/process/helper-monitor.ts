@@ -28,6 +28,11 @@ export interface HelperSpawn {
   stderr: string
   /** A PID namespace file for fd 5. */
   pidns?: string
+  /**
+   * The cgroup.procs files the sandbox's PID 1 joins: the helper writes its pid to them as soon as the status names it,
+   * and lets it go (the monitor's `placed`); without them it waits for go().
+   */
+  cgroupProcs?: string[]
 }
 
 /** A bare container process the helper starts (process/container-process.ts): no sandbox, no status or block fd. */
@@ -48,6 +53,12 @@ export class HelperMonitor extends EventEmitter implements SandboxMonitor {
   signalCode: NodeJS.Signals | null = null
   /** What the monitor writes on its fd 3, ended when that closes. */
   readonly status = new PassThrough()
+  /**
+   * With cgroupProcs: settles before the status that names PID 1 is passed on, fulfilled once the helper placed PID 1
+   * and let it go, rejected when a write was refused (PID 1 killed).
+   */
+  readonly placed: Promise<void>
+  private placedSettle: {resolve: () => void; reject: (e: Error) => void} | undefined
 
   constructor(
     readonly id: string,
@@ -55,6 +66,15 @@ export class HelperMonitor extends EventEmitter implements SandboxMonitor {
     private readonly send: (fields: string[]) => void,
   ) {
     super()
+    this.placed = new Promise((resolve, reject) => (this.placedSettle = {resolve, reject}))
+    // Nobody awaits it when the status never named PID 1 (the start failed before): not an unhandled rejection.
+    this.placed.catch(() => undefined)
+  }
+
+  /** The helper's `placed` answer: PID 1 is in its cgroups and runs, or the write to `file` was refused with `code`. */
+  placedAnswer(failure?: {file: string; code: string; pid: string}): void {
+    if (!failure) this.placedSettle?.resolve()
+    else this.placedSettle?.reject(new Error(`cannot write ${failure.pid} to ${failure.file}: ${failure.code}`))
   }
 
   /** Lets it run: its block fd gets its word. */

@@ -89,7 +89,7 @@ export class HelperRunner {
   /** Starts a sandbox's monitor from the helper; rejects when it cannot be started (the reason). */
   spawn(s: HelperSpawn): Promise<HelperMonitor> {
     const [argv, script] = s.script ? [s.script.args, s.script.source] : [s.argv, '']
-    return this.start((id) => ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', script, String(argv.length), ...argv, ...envFields(s.env)])
+    return this.start((id) => ['spawn', id, s.stdout, s.stderr, s.pidns ?? '', (s.cgroupProcs ?? []).join('\0'), script, String(argv.length), ...argv, ...envFields(s.env)])
   }
 
   /**
@@ -209,7 +209,7 @@ export class HelperRunner {
     resolve?.({exitCode: exit < 0 ? undefined : exit, stdout, stderr: killed, timedOut: timedOut === '1'})
   }
 
-  private monitorSaid(kind: string, id: string, [first = '', second = '']: string[]): void {
+  private monitorSaid(kind: string, id: string, [first = '', second = '', third = '']: string[]): void {
     const entry = this.monitors.get(id)
     if (!entry) return
     const m = entry.monitor
@@ -219,7 +219,8 @@ export class HelperRunner {
     } else if (kind === 'failed') {
       this.monitors.delete(id)
       entry.started(Object.assign(new Error(first), {code: errnoCode(Number(second))}))
-    } else if (kind === 'status') m.status.write(first)
+    } else if (kind === 'placed') m.placedAnswer(first ? {file: first, code: errnoCode(Number(second)) ?? `errno ${second}`, pid: third} : undefined)
+    else if (kind === 'status') m.status.write(first)
     else if (kind === 'closed') m.status.end()
     else if (kind === 'exit') {
       this.monitors.delete(id)

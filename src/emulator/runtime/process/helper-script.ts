@@ -5,7 +5,7 @@
  *    answered `ran` id code(-1 for a signal) signal timedOut(1/0) stdout
  *    stderr. A program that cannot be run answers 127 with the reason on its
  *    stderr. Timeouts are kept to the second (perl-base's `time`).
- *  - `spawn` id stdoutPath stderrPath pidnsPath script n argv...
+ *  - `spawn` id stdoutPath stderrPath pidnsPath procs script n argv...
  *    NAME=value...: a sandbox's monitor (bwrap behind its entry), in a
  *    session of its own,
  *    from /, its stdin /dev/null, its stdout and stderr the instance's
@@ -17,7 +17,14 @@
  *    must end in an exec: its end is the monitor's exit). Answered `pid`
  *    id pid, then `status` id data for what it writes on fd 3, `closed` id
  *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
- *    `failed` id reason when it could not be started.
+ *    `failed` id reason when it could not be started. procs, when not
+ *    empty, is cgroup.procs files joined by NUL: once the status names the
+ *    sandbox's PID 1 (bwrap's `child-pid`), the helper writes that pid to
+ *    each in turn and lets it go (as `go` does), answered `placed` id
+ *    before the status that named it; a pid already gone (ESRCH) ends the
+ *    writes, its exit being what the start reports. A write refused
+ *    otherwise kills PID 1, still held, and is answered `placed` id file
+ *    errno pid instead.
  *  - `bare` id stdoutPath stderrPath cwd n argv... NAME=value...: a bare
  *    container process, in a session of its own, from cwd, its stdin
  *    /dev/null, its stdout and stderr the instance's pipes, and no other fd.
@@ -33,7 +40,7 @@ export const HelperScript = `
 use strict; use IO::Handle; use IO::Select; use POSIX ();
 $SIG{PIPE} = 'IGNORE';
 select(STDOUT); $| = 1;
-my $sel = IO::Select->new(\\*STDIN); my $open = 1; my $in = ''; my (%jobs, %pipes, %monitors, %blocks);
+my $sel = IO::Select->new(\\*STDIN); my $open = 1; my $in = ''; my (%jobs, %pipes, %monitors, %blocks, %places);
 pipe(my $wake, my $waker) or die; $waker->blocking(0); $sel->add($wake); $SIG{CHLD} = sub { syswrite($waker, 'x') };
 sub unhex { pack('H*', $_[0]) }
 sub answer { print join(' ', map { unpack('H*', $_) } @_), "\\n" }
@@ -57,7 +64,7 @@ sub run {
   for ([$or, 'out'], [$er, 'err']) { $sel->add($_->[0]); $pipes{fileno $_->[0]} = [$pid, $_->[1], $_->[0]] }
 }
 sub spawn {
-  my ($id, $stdout, $stderr, $pidns, $script, $n, @f) = @_;
+  my ($id, $stdout, $stderr, $pidns, $procs, $script, $n, @f) = @_;
   my @argv = splice(@f, 0, $n);
   my ($sr, $sw, $br, $bw, $ns, $o, $e);
   pipe($sr, $sw) && pipe($br, $bw) or return answer('failed', $id, "pipe: $!");
@@ -74,8 +81,23 @@ sub spawn {
   }
   close($sw); close($br); close($o); close($e); close($ns) if $ns;
   $monitors{$pid} = $id; $blocks{$id} = $bw;
+  $places{$id} = {files => [split(/\\0/, $procs)], seen => ''} if $procs ne '';
   $sel->add($sr); $pipes{fileno $sr} = [$pid, 'status', $sr, $id];
   answer('pid', $id, $pid);
+}
+# Once the status so far names the sandbox's PID 1: it joins its cgroups and goes (see spawn above).
+sub place {
+  my ($id, $data) = @_;
+  my $p = $places{$id} or return;
+  $p->{seen} .= $data;
+  return unless $p->{seen} =~ /"child-pid"\\s*:\\s*(\\d+)\\D/;
+  my $child = $1; delete $places{$id};
+  for my $f (@{$p->{files}}) {
+    my $h; my $ok = open($h, '>', $f) && defined(syswrite($h, $child)); my $errno = $! + 0; close($h) if $h;
+    next if $ok; last if $errno == POSIX::ESRCH();
+    kill('KILL', $child); return answer('placed', $id, $f, $errno, $child);
+  }
+  answer('placed', $id); go($id);
 }
 # In the fork for a container: the signals' defaults back, a session of its own, stdin /dev/null, the handles given as
 # fds 1, 2, 3... in order, and no other fd but the numbers in @$keep.
@@ -134,15 +156,15 @@ while ($open || %jobs || %monitors) {
     my $p = $pipes{fileno $fh}; my $buf = '';
     my $r = sysread($fh, $buf, 65536);
     if ($p->[1] eq 'status') {
-      if ($r) { answer('status', $p->[3], $buf); next }
-      $sel->remove($fh); delete $pipes{fileno $fh}; close($fh); answer('closed', $p->[3]); next;
+      if ($r) { place($p->[3], $buf); answer('status', $p->[3], $buf); next }
+      $sel->remove($fh); delete $pipes{fileno $fh}; close($fh); delete $places{$p->[3]}; answer('closed', $p->[3]); next;
     }
     if ($r) { $jobs{$p->[0]}{$p->[1]} .= $buf; next }
     $sel->remove($fh); delete $pipes{fileno $fh}; close($fh); $jobs{$p->[0]}{open}--;
   }
   while ((my $pid = waitpid(-1, POSIX::WNOHANG())) > 0) {
     if ($jobs{$pid}) { $jobs{$pid}{status} = $? }
-    elsif (defined(my $id = delete $monitors{$pid})) { go($id); answer('exit', $id, ($? & 127) ? -1 : ($? >> 8), $? & 127) }
+    elsif (defined(my $id = delete $monitors{$pid})) { delete $places{$id}; go($id); answer('exit', $id, ($? & 127) ? -1 : ($? >> 8), $? & 127) }
   }
   for my $pid (keys %jobs) {
     my $j = $jobs{$pid};

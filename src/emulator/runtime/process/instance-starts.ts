@@ -68,12 +68,12 @@ export async function startInstance(spec: SpawnSpec): Promise<InstanceParts> {
 }
 
 /**
- * A bare instance's step between its spawn and its program's work (beforeExec: its cgroups, unless it placed itself):
- * when it fails, the instance's group is killed and waited for, what its start made is undone, and the start fails.
+ * A bare instance's step between its spawn and its program's work (its cgroups, unless it placed itself): when it
+ * fails, the instance's group is killed and waited for, what its start made is undone, and the start fails.
  */
 async function placeOrUndo(spec: SpawnSpec, pid: number, placed: boolean, exited: Promise<unknown>, undo: () => void): Promise<void> {
   try {
-    await spec.beforeExec?.(pid, placed)
+    if (!placed) await spec.place?.(pid)
   } catch (error) {
     signalGroup(pid, 'SIGKILL')
     await exited
@@ -229,7 +229,8 @@ async function startSandboxedOnTerminal(spec: SpawnSpec, sandbox: ContainerSandb
       stdout: term.slaveFd,
       stderr: term.slaveFd,
       tty: true,
-      beforeExec: spec.beforeExec,
+      cgroupProcs: spec.cgroupProcs,
+      place: spec.place,
     })
   } catch (error) {
     term.closeSlave()
@@ -257,7 +258,18 @@ async function startSandboxed(spec: SpawnSpec, sandbox: ContainerSandboxSpec): P
   const {pipes, readers, out, err, log, startedAt, abandon} = await openInstanceIO(spec)
   let started: Awaited<ReturnType<typeof spawnSandboxed>>
   try {
-    started = await spawnSandboxed({argv: spec.argv, env: spec.env, cwd: spec.cwd, sandbox, stdin: spec.stdin ? 'pipe' : 'ignore', stdout: out, stderr: err, pipes, beforeExec: spec.beforeExec})
+    started = await spawnSandboxed({
+      argv: spec.argv,
+      env: spec.env,
+      cwd: spec.cwd,
+      sandbox,
+      stdin: spec.stdin ? 'pipe' : 'ignore',
+      stdout: out,
+      stderr: err,
+      pipes,
+      cgroupProcs: spec.cgroupProcs,
+      place: spec.place,
+    })
   } catch (error) {
     abandon()
     if (error instanceof SandboxStartError) throw new StartError(`failed to start container process: ${error.message}`)

@@ -27,14 +27,16 @@ export interface SpawnSpec {
   tty?: boolean
   /** Run in a pod sandbox (namespaces mode); a bare host process when unset. cwd is then in the container's view. */
   sandbox?: ContainerSandboxSpec
-  /** Called with the main process's host pid before its program runs (cgroup placement; placed: it joined cgroupProcs itself); a throw fails the start. */
-  beforeExec?: (pid: number, placed?: boolean) => Promise<void>
   /**
-   * A bare host process (no sandbox): the cgroup.procs files it joins before
-   * its program runs, so the cgroup's limits and accounting cover it from
-   * its first page, as a container's process is created in its cgroup.
+   * The cgroup.procs files the main process joins before its program runs,
+   * so the cgroup's limits and accounting cover it from its first page, as a
+   * container's process is created in its cgroup: a bare one places itself
+   * (placed-argv.ts), a sandbox's PID 1 is placed by the helper that started
+   * its monitor (helper-script.ts); otherwise `place` does it.
    */
   cgroupProcs?: string[]
+  /** Places the main process (its host pid) in its cgroups when the start could not have it join cgroupProcs first; a throw fails the start. */
+  place?: (pid: number) => Promise<void>
   /** The runtime's clock, for the instance's start and finish times; the real one by default. */
   clock?: Clock
   /**

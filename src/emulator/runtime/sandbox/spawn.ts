@@ -30,7 +30,10 @@ export interface SandboxedSpawn {
   stderr: number | 'ignore'
   /** The paths of the instance's output pipes (stdout and stderr above): given, the helper may start it (no stdin, no terminal). */
   pipes?: {stdout: string; stderr: string}
-  beforeExec?: (pid: number) => Promise<void>
+  /** The cgroup.procs files PID 1 joins before its program runs: the helper writes them, or `place` does. */
+  cgroupProcs?: string[]
+  /** Places PID 1 in its cgroups when the helper did not (vnode's own spawn); a throw fails the start. */
+  place?: (pid: number) => Promise<void>
 }
 
 export interface SandboxedChild {
@@ -74,20 +77,22 @@ export async function spawnSandboxed(s: SandboxedSpawn): Promise<SandboxedChild>
   }
   // The namespaces, and the writable layer mounted in one of the instance's own, just before bwrap (entry.ts).
   const entry = sandboxEntry(s.sandbox, s.env, [hostProgram(BwrapProgram), ...args])
-  const {monitor, status, go, stdin} = s.pipes && s.stdin === 'ignore' && !s.tty && helpers.canSpawn ? await fromHelper(s, s.pipes, entry) : fromVnode(s, entry)
+  const {monitor, status, go, stdin, placed} = s.pipes && s.stdin === 'ignore' && !s.tty && helpers.canSpawn ? await fromHelper(s, s.pipes, entry) : fromVnode(s, entry)
   const programRan = commandExitReported(status)
   const pid = await childPid(monitor, status)
   try {
-    await s.beforeExec?.(pid)
+    // The helper's answer comes before the status it passes on: settled by now.
+    if (placed) await placed
+    else await s.place?.(pid)
   } catch (error) {
     try {
       process.kill(pid, 'SIGKILL')
     } catch {
-      // Already gone (what beforeExec could not place): the start failed either way.
+      // Already gone (what could not be placed): the start failed either way.
     }
     throw new SandboxStartError((error as Error).message)
   }
-  go()
+  if (!placed) go()
   return {monitor, pid, stdin, programRan}
 }
 
@@ -97,6 +102,8 @@ interface StartedMonitor {
   status: Readable
   go: () => void
   stdin?: Writable
+  /** The helper places PID 1 in its cgroups and lets it go itself: settled once it did, or could not. */
+  placed?: Promise<void>
 }
 
 /** bwrap (behind its entry) as vnode's child: the stdio given, its status and block fds pipes of vnode's. */
@@ -134,11 +141,12 @@ async function fromHelper(s: SandboxedSpawn, pipes: {stdout: string; stderr: str
       stdout: pipes.stdout,
       stderr: pipes.stderr,
       pidns: s.sandbox.pidNamespaceOf ? `/proc/${s.sandbox.pidNamespaceOf}/ns/pid` : undefined,
+      cgroupProcs: s.cgroupProcs,
     })
   } catch (error) {
     throw new SandboxStartError((error as Error).message)
   }
-  return {monitor, status: monitor.status, go: () => monitor.go()}
+  return {monitor, status: monitor.status, go: () => monitor.go(), placed: s.cgroupProcs?.length ? monitor.placed : undefined}
 }
 
 /** Whether bwrap's status fd brings the `exit-code` document (bwrap >= 0.3.2) before it closes. */
