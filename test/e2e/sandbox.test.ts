@@ -78,7 +78,10 @@ describeE2e('pod sandbox (namespaces mode): what a container sees', () => {
     expect(read('level')).toBe('debug')
     expect(read('hostname')).toBe('web-0')
     expect(read('etc-hostname')).toBe('web-0')
-    expect(read('hosts')).toContain(`\tweb-0.shop.${f.ns}.svc.cluster.local\tweb-0`)
+    // The pod's own address (its network namespace's, or the node's on the host network), as the status reports it.
+    let podIP: string | undefined
+    await waitFor(async () => (podIP = (await f.c.core.readNamespacedPod({name: 'files', namespace: f.ns})).status?.podIP) !== undefined, 'the pod IP in its status')
+    expect(read('hosts')).toContain(`\n${podIP}\tweb-0.shop.${f.ns}.svc.cluster.local\tweb-0`)
     expect(read('hosts')).toContain('# Entries added by HostAliases.\n10.1.2.3\tdb.local')
     expect(read('pid')).toBe('1')
     expect(read('ro-status')).not.toBe('0')

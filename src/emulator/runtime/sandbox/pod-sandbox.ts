@@ -138,7 +138,8 @@ export class PodSandbox {
       }
       this.volumes = r.volumes
       this.refresh.enable()
-      await this.writePodFiles()
+      // A network still to attach writes them once it is (/etc/hosts names the pod's own address): once per pod.
+      if (!this.net.enabled || this.net.attachment) await this.writePodFiles()
       this.mountRetry.reset()
       mounted = true
     }
