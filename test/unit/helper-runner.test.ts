@@ -244,6 +244,26 @@ describe('the helper runner', () => {
     }
   })
 
+  test("a monitor's last status (bwrap's exit-code) always comes before its exit, also when it ends right after writing it", async () => {
+    await withFilePipes('helper-last-', async (runner, _pipes, dir) => {
+      // As bwrap does: names PID 1, is let go, writes its command's exit code, exits. Many at once, so that some end
+      // between the helper's look at their status pipe and its reaping of them.
+      const script = 'printf \'{"child-pid": %s}\' $$ >&3; read word <&4; printf \'{"exit-code": 3}\' >&3; exit 3'
+      const runs = await Promise.all(
+        Array.from({length: 60}, async (_, i) => {
+          const own = morePipes(dir, `last-${i}`)
+          const m = await runner.spawn({argv: ['/bin/sh', '-c', script], env: {}, ...own})
+          let status = ''
+          m.status.on('data', (c: Buffer) => (status += c.toString()))
+          const ended = exitOf(m).then((exit) => ({exit, status}))
+          m.go()
+          return ended
+        }),
+      )
+      for (const r of runs) expect(r).toEqual({exit: [3, null], status: expect.stringContaining('"exit-code": 3')})
+    })
+  })
+
   test("a script is run by the monitor's own process, not by a new perl: the perl variables of its environment are not read, the pid answered is the one that execs, a script that fails exits 127 with its reason", async () => {
     await withFilePipes('helper-script-', async (runner, pipes, dir) => {
       const marker = join(dir, 'pid')

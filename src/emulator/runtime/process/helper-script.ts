@@ -16,7 +16,8 @@
  *    start less, and no perl start-up reading the environment given (it
  *    must end in an exec: its end is the monitor's exit). Answered `pid`
  *    id pid, then `status` id data for what it writes on fd 3, `closed` id
- *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped;
+ *    when fd 3 closes, `exit` id code(-1 for a signal) signal once reaped
+ *    (after whatever fd 3 held then);
  *    `failed` id reason when it could not be started. procs, when not
  *    empty, is cgroup.procs files joined by NUL: once the status names the
  *    sandbox's PID 1 (bwrap's `child-pid`), the helper writes that pid to
@@ -139,6 +140,23 @@ sub bare {
   answer('pid', $id, $pid);
 }
 sub go { my $b = delete $blocks{$_[0]}; if ($b) { syswrite($b, 'go'); close($b) } }
+# A monitor reaped: what its status pipe still holds is answered first (it may have written it after this round's
+# select), so its last words (bwrap's exit-code) never come after its exit, which ends its status for vnode.
+sub drain {
+  my ($id) = @_;
+  for my $fd (keys %pipes) {
+    my $p = $pipes{$fd};
+    next unless $p->[1] eq 'status' && $p->[3] eq $id;
+    my $fh = $p->[2]; $fh->blocking(0);
+    for (;;) {
+      my $buf = ''; my $r = sysread($fh, $buf, 65536);
+      if ($r) { answer('status', $id, $buf); next }
+      next if !defined $r && $! == POSIX::EINTR();
+      last unless defined $r;
+      $sel->remove($fh); delete $pipes{$fd}; close($fh); answer('closed', $id); last;
+    }
+  }
+}
 sub request {
   my ($kind, @f) = map { unhex($_) } split(/ /, $_[0], -1);
   if ($kind eq 'run') { run(@f) } elsif ($kind eq 'spawn') { spawn(@f) } elsif ($kind eq 'bare') { bare(@f) } elsif ($kind eq 'go') { go(@f) }
@@ -164,7 +182,7 @@ while ($open || %jobs || %monitors) {
   }
   while ((my $pid = waitpid(-1, POSIX::WNOHANG())) > 0) {
     if ($jobs{$pid}) { $jobs{$pid}{status} = $? }
-    elsif (defined(my $id = delete $monitors{$pid})) { delete $places{$id}; go($id); answer('exit', $id, ($? & 127) ? -1 : ($? >> 8), $? & 127) }
+    elsif (defined(my $id = delete $monitors{$pid})) { my $s = $?; delete $places{$id}; go($id); drain($id); answer('exit', $id, ($s & 127) ? -1 : ($s >> 8), $s & 127) }
   }
   for my $pid (keys %jobs) {
     my $j = $jobs{$pid};
