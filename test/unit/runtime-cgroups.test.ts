@@ -1,6 +1,7 @@
 import {describe, expect, test} from '@jest/globals'
 import type {V1Container, V1Pod} from '@kubernetes/client-node'
-import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs'
+import {spawn} from 'node:child_process'
 import {tmpdir} from 'node:os'
 import {join} from 'node:path'
 import {detectCgroups} from '../../src/emulator/runtime/cgroups/detect.js'
@@ -9,6 +10,7 @@ import {containerCgroupName, containerCgroupPath, nodeRootName, ownDir, parseMou
 import {changedResources, infeasibleMessage, resizeCompletedMessage, resizeNeedsRestart, statusResources} from '../../src/emulator/runtime/cgroups/resize.js'
 import {burstableShares, computeQos, containerResources, milliCpuToQuota, milliCpuToShares, podQos, podResources, sharesToWeight} from '../../src/emulator/runtime/cgroups/resources.js'
 import {CgroupV2} from '../../src/emulator/runtime/cgroups/v2.js'
+import {CgroupV1, type V1Controller} from '../../src/emulator/runtime/cgroups/v1.js'
 
 const c = (name: string, resources?: V1Container['resources'], extra: Partial<V1Container> = {}): V1Container => ({name, image: 'x', ...(resources ? {resources} : {}), ...extra})
 const pod = (containers: V1Container[], initContainers: V1Container[] = []): V1Pod => ({
@@ -192,4 +194,86 @@ describe('the v2 driver, on a directory laid out as a delegated cgroup2 subtree'
       rmSync(root, {recursive: true, force: true})
     }
   })
+})
+
+describe('the v1 driver', () => {
+  const v1Roots = (base: (c: V1Controller) => string) => new Map((['cpu', 'cpuacct', 'memory', 'pids', 'cpuset', 'freezer'] as const).map((c) => [c, base(c)] as [V1Controller, string]))
+
+  test('on directories: create says whether it made the cgroup; a cgroup made now gets only what differs from the kernel defaults, any other all of it; the cpuset root lets the kernel fill its children', () => {
+    const root = mkdtempSync(join(tmpdir(), 'cg1-'))
+    try {
+      // The hierarchies' roots, where the node roots go: the host's cpuset root has cpus and mems.
+      for (const c of ['cpu', 'cpuacct', 'memory', 'pids', 'cpuset', 'freezer']) mkdirSync(join(root, c))
+      const d = new CgroupV1(v1Roots((c) => join(root, c, 'node')))
+      writeFileSync(join(root, 'cpuset', 'cpuset.cpus'), '0-1\n')
+      writeFileSync(join(root, 'cpuset', 'cpuset.mems'), '0\n')
+      expect(d.create('')).toBe(true)
+      // The node root copied the host's cpus and mems, and has the kernel fill in those of every cgroup below it.
+      expect(readFileSync(join(root, 'cpuset', 'node', 'cpuset.cpus'), 'utf8')).toBe('0-1')
+      expect(readFileSync(join(root, 'cpuset', 'node', 'cgroup.clone_children'), 'utf8')).toBe('1')
+      expect(d.create('besteffort')).toBe(true)
+      expect(d.create('besteffort/podu')).toBe(true)
+      expect(d.create('besteffort/podu')).toBe(false)
+      expect(existsSync(join(root, 'cpuset', 'node', 'besteffort', 'podu', 'cpuset.cpus'))).toBe(false)
+      const podConfig = podResources(pod([c('a')]))
+      d.apply('besteffort/podu', podConfig, {fresh: true})
+      const files = (path: string) =>
+        Object.fromEntries(
+          ['cpu/cpu.shares', 'cpu/cpu.cfs_period_us', 'cpu/cpu.cfs_quota_us', 'memory/memory.limit_in_bytes', 'pids/pids.max'].flatMap((f) => {
+            const [ctl, name] = f.split('/') as [string, string]
+            const file = join(root, ctl, 'node', path, name)
+            return existsSync(file) ? [[name, readFileSync(file, 'utf8')]] : []
+          }),
+        )
+      // BestEffort: shares 2; the period, no quota, no memory or pids limit are what a new cgroup has.
+      expect(files('besteffort/podu')).toEqual({'cpu.shares': '2'})
+      d.apply('besteffort/podu', podConfig)
+      expect(files('besteffort/podu')).toEqual({'cpu.shares': '2', 'cpu.cfs_period_us': '100000', 'cpu.cfs_quota_us': '-1', 'memory.limit_in_bytes': '-1', 'pids.max': 'max'})
+      const limited = containerResources(c('a', {requests: {cpu: '100m'}, limits: {cpu: '200m', memory: '64Mi'}}))
+      // Made with its parents (not only itself): not taken as new, everything written.
+      const withParents = d.create('burstable/podv/abc')
+      expect(withParents).toBe(false)
+      d.apply('burstable/podv/abc', limited, {fresh: withParents})
+      expect(files('burstable/podv/abc')).toEqual({'cpu.shares': '102', 'cpu.cfs_period_us': '100000', 'cpu.cfs_quota_us': '20000', 'memory.limit_in_bytes': String(64 * 2 ** 20), 'pids.max': 'max'})
+      const alone = d.create('burstable/podv/def')
+      expect(alone).toBe(true)
+      d.apply('burstable/podv/def', limited, {fresh: alone})
+      expect(files('burstable/podv/def')).toEqual({'cpu.shares': '102', 'cpu.cfs_quota_us': '20000', 'memory.limit_in_bytes': String(64 * 2 ** 20)})
+    } finally {
+      rmSync(root, {recursive: true, force: true})
+    }
+  })
+
+  const realV1 = process.getuid?.() === 0 && ['cpu', 'cpuacct', 'memory', 'pids', 'cpuset', 'freezer'].every((c) => existsSync(`/sys/fs/cgroup/${c}/cgroup.procs`))
+  // As root on cgroup v1 (CI runs so: there it runs, and fails if it cannot).
+  ;(realV1 || process.env.CI === 'true' ? test : test.skip)(
+    'on the kernel: a pod and a container cgroup made below the node root have its cpus and mems, and a process placed there runs',
+    async () => {
+      const name = `vnode-unit-cg1-${process.pid}`
+      const d = new CgroupV1(v1Roots((c) => `/sys/fs/cgroup/${c}/${name}`))
+      const child = spawn('sleep', ['30'], {stdio: 'ignore'})
+      try {
+        d.create('')
+        const path = 'besteffort/podu/abc'
+        expect(d.create(path)).toBe(false) // parents made with it
+        expect(d.create('besteffort/podw')).toBe(true)
+        expect(d.create('besteffort/podw/def')).toBe(true)
+        const host = (f: string) => readFileSync(`/sys/fs/cgroup/cpuset/${f}`, 'utf8').trim()
+        for (const p of [path, 'besteffort/podw', 'besteffort/podw/def']) {
+          expect(readFileSync(`/sys/fs/cgroup/cpuset/${name}/${p}/cpuset.cpus`, 'utf8').trim()).toBe(host('cpuset.cpus'))
+          expect(readFileSync(`/sys/fs/cgroup/cpuset/${name}/${p}/cpuset.mems`, 'utf8').trim()).toBe(host('cpuset.mems'))
+        }
+        d.apply('besteffort/podw/def', containerResources(c('a', {limits: {cpu: '200m', memory: '64Mi'}})), {fresh: true})
+        expect(readFileSync(`/sys/fs/cgroup/memory/${name}/besteffort/podw/def/memory.limit_in_bytes`, 'utf8').trim()).toBe(String(64 * 2 ** 20))
+        await d.place('besteffort/podw/def', child.pid!)
+        expect(d.procs('besteffort/podw/def')).toEqual([child.pid])
+      } finally {
+        child.kill('SIGKILL')
+        await new Promise((r) => child.once('exit', r))
+        for (let i = 0; i < 50 && d.procs('').length > 0; i++) await new Promise((r) => setTimeout(r, 20))
+        d.remove('')
+      }
+      expect(existsSync(`/sys/fs/cgroup/cpuset/${name}`)).toBe(false)
+    },
+  )
 })

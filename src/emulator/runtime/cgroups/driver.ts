@@ -22,9 +22,13 @@ export interface CgroupDriver {
   readonly version: 1 | 2
   /** The node root's directories (one per v1 hierarchy, one for v2). */
   readonly rootDirs: string[]
-  /** Makes the cgroup and any missing parent, each ready to hold processes (v1 cpuset copied, v2 controllers enabled). */
-  create(path: string): void
-  apply(path: string, config: ResourceConfig, opts?: {oomGroup?: boolean}): void
+  /**
+   * Makes the cgroup and any missing parent, each ready to hold processes (v1 cpuset copied, v2 controllers enabled).
+   * True when it was made now (in every hierarchy): it holds the kernel's defaults.
+   */
+  create(path: string): boolean
+  /** Writes the config; `fresh` (a cgroup create() just made): a value the kernel gives a new cgroup is not written again. */
+  apply(path: string, config: ResourceConfig, opts?: {oomGroup?: boolean; fresh?: boolean}): void
   /**
    * Moves a process (and its threads) into the cgroup. Asynchronous: moving a process waits on the kernel's cgroup
    * locks (once per v1 hierarchy), which must not hold up the event loop of a node starting many pods at once.

@@ -62,12 +62,16 @@ export class NodeCgroups {
     return podCgroupPath(podQos(pod), pod.metadata!.uid!)
   }
 
-  /** Makes (or finds) the pod's cgroup and gives it the pod's resources. */
+  /**
+   * Makes (or finds) the pod's cgroup and gives it the pod's resources: when made now, or the first time this node
+   * process sees it (adoption); later, only resize() changes them.
+   */
   ensurePod(pod: V1Pod): string {
     const path = this.podPath(pod)
-    this.driver.create(path)
-    this.driver.apply(path, podResources(pod, this.opts.podPidsLimit ?? NoLimit))
-    this.pods.set(pod.metadata!.uid!, pod)
+    const uid = pod.metadata!.uid!
+    const fresh = this.driver.create(path)
+    if (fresh || !this.pods.has(uid)) this.driver.apply(path, podResources(pod, this.opts.podPidsLimit ?? NoLimit), {fresh})
+    this.pods.set(uid, pod)
     this.updateBurstable()
     return path
   }
@@ -75,8 +79,8 @@ export class NodeCgroups {
   /** A cgroup for one container instance, with the container's resources. */
   createContainer(pod: V1Pod, container: V1Container, containerID: string): string {
     const path = containerCgroupPath(this.ensurePod(pod), containerID)
-    this.driver.create(path)
-    this.driver.apply(path, containerResources(container), {oomGroup: true})
+    const fresh = this.driver.create(path)
+    this.driver.apply(path, containerResources(container), {oomGroup: true, fresh})
     return path
   }
 

@@ -8,6 +8,9 @@ export const RequiredV1Controllers = ['cpu', 'cpuacct', 'memory', 'pids'] as con
 export const OptionalV1Controllers = ['cpuset', 'freezer'] as const
 export type V1Controller = (typeof RequiredV1Controllers)[number] | (typeof OptionalV1Controllers)[number]
 
+/** What the kernel gives a new v1 cgroup (cpu.shares, cpu.cfs_period_us and cfs_quota_us, no memory or pids limit). */
+export const V1Defaults = {cpuShares: 1024, cpuPeriod: 100_000, cpuQuota: NoLimit, memoryLimit: NoLimit, pidsLimit: NoLimit} as const
+
 /**
  * cgroup v1: one hierarchy per controller (or a few controllers mounted
  * together), each with the node root at the same relative path. A process
@@ -31,36 +34,74 @@ export class CgroupV1 implements CgroupDriver {
     return this.rootDirs.map((r) => join(r, path))
   }
 
-  create(path: string): void {
+  create(path: string): boolean {
     const cpuset = this.roots.get('cpuset')
+    let made = true
     for (const root of this.rootDirs) {
-      if (root === cpuset) this.createCpuset(join(root, path))
-      else mkdirSync(join(root, path), {recursive: true})
+      const dir = join(root, path)
+      if (root === cpuset) made = this.createCpusetDir(root, dir) && made
+      else made = mkdirSync(dir, {recursive: true}) === dir && made
     }
+    return made
   }
 
-  /** A new cpuset cgroup has no cpus and mems: each level copies its parent's before it can hold a process. */
-  private createCpuset(dir: string): void {
-    if (existsSync(dir)) return
+  /** A cpuset cgroup: the node root copies the host's cpus and mems, one below it has them from the kernel (cpusetInherited). */
+  private createCpusetDir(root: string, dir: string): boolean {
+    if (dir === root) {
+      const made = this.createCpuset(root)
+      this.cpusetInherited(root)
+      return made
+    }
+    return this.cpusetInherited(root) ? mkdirSync(dir, {recursive: true}) === dir : this.createCpuset(dir)
+  }
+
+  /**
+   * Whether a cpuset cgroup made below the node root gets its parent's cpus and mems from the kernel: the node root's
+   * `cgroup.clone_children`, set once the root has its own (copied from the host's), and inherited by every cgroup made
+   * below it. Each level would otherwise read its parent's two files and write them (seven calls per cgroup made).
+   */
+  private cpusetInherited(root: string): boolean {
+    const known = this.cloning.get(root)
+    if (known !== undefined) return known
+    if (!existsSync(root)) this.createCpuset(root)
+    let cloning = true
+    try {
+      writeCg(root, 'cgroup.clone_children', 1)
+    } catch {
+      cloning = false
+    }
+    this.cloning.set(root, cloning)
+    return cloning
+  }
+
+  /** Whether the kernel fills in the cpus and mems of the cpuset cgroups below each node root (cpusetInherited). */
+  private readonly cloning = new Map<string, boolean>()
+
+  /** A new cpuset cgroup has no cpus and mems: each level copies its parent's before it can hold a process. True when made now. */
+  private createCpuset(dir: string): boolean {
+    if (existsSync(dir)) return false
     const parent = dirname(dir)
     if (!existsSync(parent)) this.createCpuset(parent)
     mkdirSync(dir)
     for (const f of ['cpuset.cpus', 'cpuset.mems']) {
       if ((readCg(dir, f) ?? '').trim() === '') writeCg(dir, f, (readCg(parent, f) ?? '').trim())
     }
+    return true
   }
 
-  apply(path: string, c: ResourceConfig): void {
+  apply(path: string, c: ResourceConfig, opts: {fresh?: boolean} = {}): void {
+    // A cgroup made now holds the kernel's defaults (V1Defaults): writing one again is three calls for nothing.
+    const set = <K extends keyof typeof V1Defaults>(key: K): boolean => c[key] !== undefined && !(opts.fresh && c[key] === V1Defaults[key])
     const cpu = this.dir('cpu', path)
     if (cpu) {
-      if (c.cpuShares !== undefined) writeCg(cpu, 'cpu.shares', c.cpuShares)
-      if (c.cpuPeriod !== undefined) writeCg(cpu, 'cpu.cfs_period_us', c.cpuPeriod)
-      if (c.cpuQuota !== undefined) writeCg(cpu, 'cpu.cfs_quota_us', c.cpuQuota)
+      if (set('cpuShares')) writeCg(cpu, 'cpu.shares', c.cpuShares!)
+      if (set('cpuPeriod')) writeCg(cpu, 'cpu.cfs_period_us', c.cpuPeriod!)
+      if (set('cpuQuota')) writeCg(cpu, 'cpu.cfs_quota_us', c.cpuQuota!)
     }
     const mem = this.dir('memory', path)
-    if (mem && c.memoryLimit !== undefined) setMemoryLimit(mem, c.memoryLimit)
+    if (mem && set('memoryLimit')) setMemoryLimit(mem, c.memoryLimit!)
     const pids = this.dir('pids', path)
-    if (pids && c.pidsLimit !== undefined) writeCg(pids, 'pids.max', c.pidsLimit === NoLimit ? 'max' : c.pidsLimit)
+    if (pids && set('pidsLimit')) writeCg(pids, 'pids.max', c.pidsLimit === NoLimit ? 'max' : c.pidsLimit!)
   }
 
   /** One hierarchy after the other: each write holds the kernel's lock of the process's cgroups, so at once they would only queue there. */

@@ -21,19 +21,21 @@ export class CgroupV2 implements CgroupDriver {
     return join(this.root, path)
   }
 
-  create(path: string): void {
-    this.createDir(this.dir(path))
+  create(path: string): boolean {
+    return this.createDir(this.dir(path))
   }
 
-  private createDir(dir: string): void {
-    if (existsSync(dir)) return
+  private createDir(dir: string): boolean {
+    if (existsSync(dir)) return false
     const parent = dirname(dir)
     if (!existsSync(parent)) this.createDir(parent)
     enableControllers(parent)
     mkdirSync(dir)
+    return true
   }
 
-  apply(path: string, c: ResourceConfig, opts: {oomGroup?: boolean} = {}): void {
+  /** Every value is written, `fresh` or not. */
+  apply(path: string, c: ResourceConfig, opts: {oomGroup?: boolean; fresh?: boolean} = {}): void {
     const d = this.dir(path)
     if (c.cpuShares !== undefined) writeCg(d, 'cpu.weight', sharesToWeight(c.cpuShares))
     if (c.cpuQuota !== undefined || c.cpuPeriod !== undefined) {
