@@ -20,7 +20,7 @@ import {stopContainer} from './stop.js'
  *  2. its termination message file, empty;
  *  3. its log path and IDs: the instance is Created;
  *  4. on the host network, a warning for host ports already taken;
- *  5. its cgroup, then the spawn into it (the sandbox blocks until placed);
+ *  5. its cgroup, then the spawn into it (a sandbox's PID 1 is held until placed);
  *  6. a spawn the runtime refused: StartError, RunContainerError until the next sync;
  *  7. it runs, unseen until the relist after its program runs;
  *  8. Started, then its probes once it can be entered;

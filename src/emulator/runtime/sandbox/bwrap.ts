@@ -43,8 +43,8 @@ import {pinMountPoints} from './mount-points.js'
  * Namespaces: mount (always), PID (the program is PID 1, `--as-pid-1`, with
  * the kernel's PID-1 signal semantics; or the PID namespace of another
  * process), UTS (the pod's hostname). `--json-status-fd` tells the host pid
- * of PID 1 and its exit code, `--block-fd` holds the program until vnode
- * has placed it (cgroups).
+ * of PID 1 and its exit code, `--block-fd` holds the program until it is
+ * placed in its cgroups (by the helper that started bwrap, else by vnode).
  */
 export const BwrapProgram = 'bwrap'
 
