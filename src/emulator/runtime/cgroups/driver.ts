@@ -2,6 +2,7 @@ import {readdirSync, readFileSync, rmdirSync, writeFileSync} from 'node:fs'
 import {writeFile} from 'node:fs/promises'
 import {join} from 'node:path'
 import type {ResourceConfig} from './resources.js'
+import {refusedWriteMessage} from '../process/command-errors.js'
 
 /** What a cgroup's accounting says, cAdvisor's way. */
 export interface CgroupUsage {
@@ -74,7 +75,7 @@ export async function writeCgAsync(dir: string, file: string, value: string | nu
 /** A refused cgroup write: the file, the value and the errno; the kernel's error as the cause. */
 function writeCgError(dir: string, file: string, value: string | number, error: unknown): Error {
   const e = error as NodeJS.ErrnoException
-  return new Error(`cannot write ${value} to ${join(dir, file)}: ${e.code ?? e.message}`, {cause: error})
+  return new Error(refusedWriteMessage(join(dir, file), value, e.code ?? e.message), {cause: error})
 }
 
 export function readCg(dir: string, file: string): string | undefined {

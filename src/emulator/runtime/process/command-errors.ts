@@ -29,3 +29,8 @@ export function startErrorMessage(file: string, e: NodeJS.ErrnoException | undef
   if (e?.code === 'EACCES') return `${prefix}: "${file}": permission denied`
   return `${prefix}: "${file}": ${e?.message ?? 'unknown error'}`
 }
+
+/** A refused write of a value to a file (a cgroup's, by vnode or by the helper): the file, the value and the errno's code. */
+export function refusedWriteMessage(file: string, value: string | number, code: string): string {
+  return `cannot write ${value} to ${file}: ${code}`
+}

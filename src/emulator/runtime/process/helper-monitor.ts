@@ -1,6 +1,7 @@
 import {EventEmitter} from 'node:events'
 import {existsSync} from 'node:fs'
 import {PassThrough} from 'node:stream'
+import {refusedWriteMessage} from './command-errors.js'
 import type {PerlScript} from './host-programs.js'
 import {DefaultAdoptedPollMs} from './proc.js'
 
@@ -74,7 +75,7 @@ export class HelperMonitor extends EventEmitter implements SandboxMonitor {
   /** The helper's `placed` answer: PID 1 is in its cgroups and runs, or the write to `file` was refused with `code`. */
   placedAnswer(failure?: {file: string; code: string; pid: string}): void {
     if (!failure) this.placedSettle?.resolve()
-    else this.placedSettle?.reject(new Error(`cannot write ${failure.pid} to ${failure.file}: ${failure.code}`))
+    else this.placedSettle?.reject(new Error(refusedWriteMessage(failure.file, failure.pid, failure.code)))
   }
 
   /** Lets it run: its block fd gets its word. */
